@@ -1,0 +1,1 @@
+"""Measurement: datasets, metrics, runners, benchmarks and reports."""

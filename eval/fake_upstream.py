@@ -1,0 +1,403 @@
+"""A scriptable OpenAI-compatible upstream: a real HTTP server on loopback.
+
+It stands in for the external LLM only, in the tests and in the overhead
+benchmark. Each request takes the next queued :class:`Script` (or the default
+one) and is answered as OpenAI's API would: a plain answer, streamed chunks with
+``usage``, tool calls in both forms, an error, or a slow or hung answer. Every
+request is recorded so a test can check what reached the upstream.
+
+    python -m eval.fake_upstream --port 9100 --delay-ms 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+@dataclass(frozen=True)
+class FakeToolCall:
+    name: str
+    arguments: str
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Script:
+    """How to answer one request. ``text=None`` echoes the last user message."""
+
+    text: str | None = None
+    tool_calls: tuple[FakeToolCall, ...] = ()
+    status: int = 200
+    error: dict[str, Any] | None = None
+    raw_error: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    words_per_chunk: int = 1
+    hang: bool = False
+    hang_after_events: int | None = None
+    drop_after_events: int | None = None
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class FakeUpstream:
+    """Serve on 127.0.0.1 in a thread of its own; ``base_url`` ends in ``/v1``."""
+
+    def __init__(self, default: Script | None = None) -> None:
+        self.default = default or Script()
+        self.requests: list[RecordedRequest] = []
+        self._queue: deque[Script] = deque()
+        self._ids = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def enqueue(self, *scripts: Script) -> None:
+        self._queue.extend(scripts)
+
+    def reset(self) -> None:
+        self._queue.clear()
+        self.requests.clear()
+
+    def start(self, port: int = 0) -> FakeUpstream:
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.run(self._serve(port, ready))
+
+        self._thread = threading.Thread(target=run, name="fake-upstream", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the fake upstream did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stopped is not None:
+            self._loop.call_soon_threadsafe(self._stopped.set)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    async def serve_forever(self, port: int) -> None:
+        await self._serve(port, threading.Event())
+
+    async def _serve(self, port: int, ready: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", port, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        ready.set()
+        async with self._server:
+            await self._stopped.wait()
+            self._server.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while await self._answer_one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        headers = {
+            k.strip().lower(): v.strip()
+            for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
+        }
+        body = await _read_body(reader, headers)
+        parsed = orjson.loads(body) if body else None
+        self.requests.append(RecordedRequest(method, path, headers, parsed))
+        if path.endswith("/models") and method == "GET":
+            await _send_json(
+                writer,
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {"id": "fake-model", "object": "model", "created": 0, "owned_by": "fake"}
+                    ],
+                },
+            )
+            return True
+        if not path.endswith("/chat/completions") or method != "POST":
+            await _send_json(
+                writer,
+                404,
+                {
+                    "error": {
+                        "message": f"no route {method} {path}",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": None,
+                    }
+                },
+            )
+            return True
+        script = self._queue.popleft() if self._queue else self.default
+        return await self._answer_chat(writer, script, parsed if isinstance(parsed, dict) else {})
+
+    async def _answer_chat(
+        self, writer: asyncio.StreamWriter, script: Script, request: dict[str, Any]
+    ) -> bool:
+        if script.hang:
+            await asyncio.Event().wait()
+        if script.delay:
+            await asyncio.sleep(script.delay)
+        if script.status >= 400:
+            if script.raw_error is not None:
+                await _send(writer, script.status, script.raw_error, "text/plain", script.headers)
+            else:
+                error = script.error or {
+                    "message": "scripted failure",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+                await _send_json(writer, script.status, {"error": error}, script.headers)
+            return True
+        answer = _Answer(script, request, next(self._ids))
+        if not request.get("stream"):
+            await _send_json(writer, 200, answer.completion(), script.headers)
+            return True
+        return await self._stream(writer, script, answer)
+
+    async def _stream(self, writer: asyncio.StreamWriter, script: Script, answer: _Answer) -> bool:
+        head = (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+        )
+        head += "".join(f"{k}: {v}\r\n" for k, v in script.headers.items())
+        writer.write(head.encode() + b"\r\n")
+        for count, event in enumerate(answer.events()):
+            if script.drop_after_events is not None and count >= script.drop_after_events:
+                await writer.drain()
+                writer.transport.abort()
+                return False
+            if script.hang_after_events is not None and count >= script.hang_after_events:
+                await writer.drain()
+                await asyncio.Event().wait()
+            payload = b"data: " + event + b"\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            if script.chunk_delay:
+                await writer.drain()
+                await asyncio.sleep(script.chunk_delay)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
+
+
+class _Answer:
+    """One scripted answer, as a whole completion or as OpenAI's stream of chunks."""
+
+    def __init__(self, script: Script, request: dict[str, Any], number: int) -> None:
+        self.script = script
+        self.request = request
+        self.id = f"chatcmpl-fake{number:06d}"
+        self.created = int(time.time())
+        self.model = str(request.get("model", "fake-model"))
+        self.text = script.text if script.text is not None else _echo(request)
+        self.calls = [
+            FakeToolCall(c.name, c.arguments, c.id or f"call_{number}_{i}")
+            for i, c in enumerate(script.tool_calls)
+        ]
+
+    def usage(self) -> dict[str, int]:
+        prompt = sum(
+            len(str(m.get("content") or "").split()) for m in self.request.get("messages", [])
+        )
+        completion = len(self.text.split()) + sum(len(c.arguments) // 4 for c in self.calls)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    def finish_reason(self) -> str:
+        return "tool_calls" if self.calls else "stop"
+
+    def completion(self) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": None if self.calls else self.text,
+            "refusal": None,
+        }
+        if self.calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.calls
+            ]
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self.finish_reason(),
+                }
+            ],
+            "usage": self.usage(),
+        }
+
+    def events(self) -> Iterator[bytes]:
+        include_usage = bool((self.request.get("stream_options") or {}).get("include_usage"))
+        for delta, finish in self._deltas():
+            chunk: dict[str, Any] = {
+                "id": self.id,
+                "object": "chat.completion.chunk",
+                "created": self.created,
+                "model": self.model,
+                "system_fingerprint": "fp_fake",
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            }
+            if include_usage:
+                chunk["usage"] = None
+            yield orjson.dumps(chunk)
+        if include_usage:
+            yield orjson.dumps(
+                {
+                    "id": self.id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                    "system_fingerprint": "fp_fake",
+                    "choices": [],
+                    "usage": self.usage(),
+                }
+            )
+        yield b"[DONE]"
+
+    def _deltas(self) -> Iterator[tuple[dict[str, Any], str | None]]:
+        yield (
+            {"role": "assistant", "content": "" if not self.calls else None, "refusal": None},
+            None,
+        )
+        if not self.calls:
+            words = self.text.split(" ")
+            step = self.script.words_per_chunk
+            for i in range(0, len(words), step):
+                piece = " ".join(words[i : i + step])
+                yield {"content": piece if i + step >= len(words) else piece + " "}, None
+        for index, call in enumerate(self.calls):
+            yield (
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call.id,
+                            "type": "function",
+                            "function": {"name": call.name, "arguments": ""},
+                        }
+                    ]
+                },
+                None,
+            )
+            for start in range(0, len(call.arguments), 8):
+                fragment = call.arguments[start : start + 8]
+                yield {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}, None
+        yield {}, self.finish_reason()
+
+
+def _echo(request: dict[str, Any]) -> str:
+    for message in reversed(request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            return f"You said: {content}" if isinstance(content, str) else "You said something."
+    return "Hello from the fake upstream."
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    if "content-length" in headers:
+        return await reader.readexactly(int(headers["content-length"]))
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts = []
+        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            parts.append(await reader.readexactly(size))
+            await reader.readexactly(2)
+        await reader.readuntil(b"\r\n")
+        return b"".join(parts)
+    return b""
+
+
+async def _send_json(
+    writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None
+) -> None:
+    await _send(writer, status, orjson.dumps(payload), "application/json", headers or {})
+
+
+async def _send(
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: bytes,
+    content_type: str,
+    headers: dict[str, str],
+) -> None:
+    head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
+    head += f"content-type: {content_type}\r\ncontent-length: {len(body)}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    writer.write(head.encode() + b"\r\n" + body)
+    await writer.drain()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A scriptable fake OpenAI upstream.")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="wait before answering")
+    parser.add_argument("--text", default=None, help="answer text (default: echo the user)")
+    args = parser.parse_args()
+    fake = FakeUpstream(Script(text=args.text, delay=args.delay_ms / 1000))
+    print(f"fake upstream on http://127.0.0.1:{args.port}/v1", flush=True)
+    asyncio.run(fake.serve_forever(args.port))
+
+
+if __name__ == "__main__":
+    main()

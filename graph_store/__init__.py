@@ -1,0 +1,1 @@
+"""The tool catalog and the tool dependency graph (see DESIGN.md §2)."""

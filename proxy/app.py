@@ -1,0 +1,109 @@
+"""``create_app``: wires settings, upstreams, routers and middleware together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from redis.asyncio import Redis
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+
+from proxy import health, metrics, models_router
+from proxy.auth import authenticate
+from proxy.chat.router import router as chat_router
+from proxy.chat.service import ChatService, Upstreams
+from proxy.config import Settings, load_settings
+from proxy.errors import InvalidRequest, NotFound, ToolgraphError
+from proxy.middleware import ObservabilityMiddleware
+from proxy.responses import error_response
+from proxy.upstream import ModelRouter
+from proxy.upstream.relay import RelayUpstream, make_client
+from proxy.upstream.translated import LiteLLMUpstream, load_litellm
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    app = FastAPI(
+        title="toolgraph",
+        lifespan=_lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.settings = settings
+    master_key = settings.master_key
+    app.state.master_key = master_key.get_secret_value().encode() if master_key else None
+    app.state.router = ModelRouter(settings)
+    app.state.started_at = int(time.time())
+    app.include_router(chat_router, dependencies=[Depends(authenticate)])
+    app.include_router(models_router.router, dependencies=[Depends(authenticate)])
+    app.include_router(health.router)
+    _add_error_handlers(app, settings.secrets())
+    app.add_middleware(ObservabilityMiddleware)
+    return app
+
+
+def create_app_from_environment() -> FastAPI:
+    """The factory uvicorn's workers call: settings from ``TOOLGRAPH_*`` and the file."""
+    return create_app(load_settings())
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    router: ModelRouter = app.state.router
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if router.has_litellm_routes():
+        load_litellm()  # seconds of import, paid before the first request rather than in it
+    http = make_client(settings.timeouts)
+    upstreams = Upstreams(RelayUpstream(http), LiteLLMUpstream(settings.timeouts.request))
+    app.state.chat = ChatService(
+        router, upstreams, settings.limits, settings.timeouts.request, settings.secrets()
+    )
+    checks: dict[str, health.Check] = {}
+    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    if redis is not None:
+        checks["redis"] = health.redis_check(redis)
+    if settings.qdrant_url:
+        checks["qdrant"] = health.http_check(http, f"{settings.qdrant_url.rstrip('/')}/readyz")
+    app.state.readiness = health.Readiness(checks)
+    try:
+        yield
+    finally:
+        await http.aclose()
+        if redis is not None:
+            await redis.aclose()
+        metrics.forget_process(os.getpid())
+
+
+def _add_error_handlers(app: FastAPI, secrets: list[str]) -> None:
+    async def on_toolgraph_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ToolgraphError)
+        return error_response(exc, secrets)
+
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
+        return error_response(InvalidRequest(str(exc)), secrets)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            error: ToolgraphError = NotFound(
+                f"Unknown request URL: {request.method} {request.url.path}.",
+                code="unknown_url",
+            )
+        else:
+            error = ToolgraphError(
+                str(exc.detail), status=exc.status_code, type="invalid_request_error"
+            )
+        return error_response(error, secrets)
+
+    app.add_exception_handler(ToolgraphError, on_toolgraph_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(HTTPException, on_http_error)

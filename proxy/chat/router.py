@@ -1,0 +1,75 @@
+"""The HTTP face of chat completions: read, check, hand to the service, answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from sse_starlette import EventSourceResponse
+
+from proxy.chat.protocol import parse_request
+from proxy.chat.service import ChatService
+from proxy.context import RequestContext
+from proxy.errors import InvalidRequest, RequestTooLarge
+
+router = APIRouter()
+
+# Keep-alive comments on a quiet stream, for proxies that drop idle connections.
+SSE_PING_SECONDS = 15
+
+
+@router.post("/v1/chat/completions")
+async def create_chat_completion(request: Request) -> Response:
+    service: ChatService = request.app.state.chat
+    context: RequestContext = request.state.context
+    limit: int = request.app.state.settings.limits.max_body_bytes
+    raw = await read_body(request, limit)
+    body = decode_json(raw)
+    chat_request = parse_request(body)
+    service.check_limits(chat_request)
+    if not chat_request.stream:
+        reply = await service.complete(chat_request, body, raw, context)
+        return Response(reply.content, media_type="application/json", headers=reply.headers)
+    stream = await service.open_stream(chat_request, body, raw, context)
+    return EventSourceResponse(
+        service.relay_events(stream, context),
+        headers=stream.headers,
+        ping=SSE_PING_SECONDS,
+        sep="\n",
+    )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it grows past ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def decode_json(raw: bytes) -> Any:
+    if not raw:
+        raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"the request body is not valid JSON: {exc.msg} "
+            f"(line {exc.lineno}, column {exc.colno})",
+            code="invalid_json",
+        ) from None
+
+
+def _too_large(limit: int) -> RequestTooLarge:
+    return RequestTooLarge(
+        f"the request body is larger than the limit of {limit} bytes (limits.max_body_bytes)"
+    )

@@ -1,0 +1,135 @@
+"""Chat completions, without HTTP: choose the upstream, call it, shape the answer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from proxy import metrics
+from proxy.chat.protocol import ChatCompletionRequest
+from proxy.config import Limits
+from proxy.context import RequestContext
+from proxy.errors import InvalidRequest, ToolgraphError, UpstreamTimeout
+from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Upstreams:
+    relay: Upstream
+    litellm: Upstream
+
+    def for_target(self, target: Target) -> Upstream:
+        return self.relay if target.via == "relay" else self.litellm
+
+
+class ChatService:
+    def __init__(
+        self,
+        router: ModelRouter,
+        upstreams: Upstreams,
+        limits: Limits,
+        request_timeout: float,
+        secrets: Sequence[str],
+    ) -> None:
+        self._router = router
+        self._upstreams = upstreams
+        self._limits = limits
+        self._request_timeout = request_timeout
+        self._secrets = tuple(secrets)
+
+    def check_limits(self, request: ChatCompletionRequest) -> None:
+        if len(request.messages) > self._limits.max_messages:
+            raise InvalidRequest(
+                f"too many messages: {len(request.messages)} > {self._limits.max_messages}",
+                param="messages",
+                code="too_many_messages",
+            )
+        if request.tools and len(request.tools) > self._limits.max_tools:
+            raise InvalidRequest(
+                f"too many tools: {len(request.tools)} > {self._limits.max_tools}",
+                param="tools",
+                code="too_many_tools",
+            )
+
+    async def complete(
+        self,
+        request: ChatCompletionRequest,
+        body: dict[str, Any],
+        raw: bytes,
+        context: RequestContext,
+    ) -> Reply:
+        target, body, same_bytes = self._prepare(request, body, context)
+        upstream = self._upstreams.for_target(target)
+        async with self._deadline():
+            return await upstream.complete(target, body, raw if same_bytes else None, context)
+
+    async def open_stream(
+        self,
+        request: ChatCompletionRequest,
+        body: dict[str, Any],
+        raw: bytes,
+        context: RequestContext,
+    ) -> EventStream:
+        """Start the upstream's stream; errors before its first byte are raised here."""
+        target, body, same_bytes = self._prepare(request, body, context)
+        upstream = self._upstreams.for_target(target)
+        async with self._deadline():
+            return await upstream.stream(target, body, raw if same_bytes else None, context)
+
+    async def relay_events(
+        self, stream: EventStream, context: RequestContext
+    ) -> AsyncIterator[bytes]:
+        """The client's side of a started stream; an error ends it with an error event."""
+        first = True
+        try:
+            async with asyncio.timeout(self._remaining(context)):
+                async for events in stream:
+                    if first:
+                        metrics.TIME_TO_FIRST_TOKEN.labels(context.mode, context.model).observe(
+                            context.elapsed()
+                        )
+                        first = False
+                    yield events
+        except TimeoutError:
+            log.warning("stream cut at the request deadline")
+            yield UpstreamTimeout("the request exceeded its time limit while streaming").to_sse(
+                self._secrets
+            )
+        except ToolgraphError as exc:
+            log.warning("stream ended by %s: %s", type(exc).__name__, exc.message)
+            yield exc.to_sse(self._secrets)
+        finally:
+            await stream.aclose()
+
+    def _prepare(
+        self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
+    ) -> tuple[Target, dict[str, Any], bool]:
+        target = self._router.resolve(request.model)
+        context.mode = "passthrough"
+        context.model = request.model
+        if target.model == request.model and "toolgraph" not in body:
+            return target, body, True
+        outgoing = {k: v for k, v in body.items() if k != "toolgraph"}
+        outgoing["model"] = target.model
+        return target, outgoing, False
+
+    def _deadline(self) -> AbstractAsyncContextManager[None]:
+        return _within(self._request_timeout)
+
+    def _remaining(self, context: RequestContext) -> float:
+        return max(0.0, self._request_timeout - context.elapsed())
+
+
+@asynccontextmanager
+async def _within(seconds: float) -> AsyncIterator[None]:
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise UpstreamTimeout("the request exceeded its time limit (timeouts.request)") from None

@@ -1,0 +1,98 @@
+"""The ``toolgraph`` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
+from proxy.context import current_request_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings(args.config, host=args.host, port=args.port, workers=args.workers)
+    except ConfigError as exc:
+        print(f"toolgraph: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        return serve(settings, args.config)
+    parser.print_help()
+    return 2
+
+
+def serve(settings: Settings, config_file: Path | None) -> int:
+    import uvicorn
+
+    configure_logging(settings.log_level)
+    common = {
+        "host": settings.host,
+        "port": settings.port,
+        "loop": "uvloop",
+        "http": "httptools",
+        "access_log": False,  # toolgraph logs one line per request itself
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 30,
+    }
+    if settings.workers == 1:
+        from proxy.app import create_app
+
+        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+        return 0
+    # Workers are new processes that load the settings again; they must find the
+    # same file, and the same overrides the command line gave.
+    if config_file is not None:
+        os.environ[CONFIG_FILE_ENV] = str(Path(config_file).resolve())
+    os.environ["TOOLGRAPH_HOST"], os.environ["TOOLGRAPH_PORT"] = settings.host, str(settings.port)
+    multiproc_dir = tempfile.mkdtemp(prefix="toolgraph-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc_dir
+    try:
+        uvicorn.run(
+            "proxy.app:create_app_from_environment",
+            factory=True,
+            workers=settings.workers,
+            **common,  # type: ignore[arg-type]
+        )
+    finally:
+        shutil.rmtree(multiproc_dir, ignore_errors=True)
+    return 0
+
+
+def configure_logging(level: str) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
+    )
+    handler.addFilter(_add_request_id)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    for name in ("proxy", "graph_store", "retriever"):
+        logging.getLogger(name).setLevel(level.upper())
+
+
+def _add_request_id(record: logging.LogRecord) -> bool:
+    record.request_id = current_request_id.get()
+    return True
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolgraph", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="run the OpenAI-compatible proxy")
+    serve_cmd.add_argument("--config", type=Path, help="YAML settings file")
+    serve_cmd.add_argument("--host", help="address to listen on (TOOLGRAPH_HOST)")
+    serve_cmd.add_argument("--port", type=int, help="port to listen on (TOOLGRAPH_PORT)")
+    serve_cmd.add_argument("--workers", type=int, help="worker processes (TOOLGRAPH_WORKERS)")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""toolgraph's settings: one typed object, loaded once at start-up and passed down.
+
+Sources, strongest first: keyword overrides (the CLI's ``--host``/``--port``),
+``TOOLGRAPH_*`` environment variables (nested keys with ``__``, e.g.
+``TOOLGRAPH_LIMITS__MAX_BODY_BYTES``), the YAML file named by ``--config`` or
+``TOOLGRAPH_CONFIG``, then the defaults below. Anything invalid, including an
+unknown key in the file or an unknown ``TOOLGRAPH_`` variable, stops start-up with
+a :class:`ConfigError` that names the key.
+"""
+
+from __future__ import annotations
+
+import os
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+ENV_PREFIX = "TOOLGRAPH_"
+CONFIG_FILE_ENV = "TOOLGRAPH_CONFIG"
+
+_file_data: ContextVar[dict[str, Any] | None] = ContextVar("toolgraph_config_file", default=None)
+
+
+class ConfigError(Exception):
+    """Settings that cannot be used; the message names every offending key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelRoute(_Section):
+    """One entry of the routing table: a model name clients send, and where it goes."""
+
+    name: str = Field(min_length=1, description="The model name clients send.")
+    litellm_model: str = Field(
+        min_length=1,
+        description="litellm's `provider/model`, e.g. `openai/gpt-4o`.",
+    )
+    base_url: str | None = Field(
+        default=None, description="The provider's API base URL; the provider's default when unset."
+    )
+    api_key_env: str | None = Field(
+        default=None,
+        description="Name of the environment variable that holds this upstream's key.",
+    )
+    api: Literal["auto", "relay", "litellm"] = Field(
+        default="auto",
+        description="`relay` streams bytes to an OpenAI-compatible API, `litellm` translates; "
+        "`auto` relays for the `openai` and `hosted_vllm` providers.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        return _check_http_url(value)
+
+    def api_key(self) -> str | None:
+        if self.api_key_env is None:
+            return None
+        return os.environ.get(self.api_key_env)
+
+
+class Limits(_Section):
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0, description="Largest request body.")
+    max_messages: int = Field(default=4096, gt=0, description="Most messages in one request.")
+    max_tools: int = Field(default=8192, gt=0, description="Most tools in one request.")
+
+
+class Timeouts(_Section):
+    upstream_connect: float = Field(default=10.0, gt=0, description="Seconds to connect upstream.")
+    upstream_read: float = Field(
+        default=300.0, gt=0, description="Seconds the upstream may stay silent mid-answer."
+    )
+    request: float = Field(default=900.0, gt=0, description="Seconds one request may take.")
+
+
+class Settings(BaseSettings):
+    """Everything toolgraph can be told. Field descriptions are the reference docs."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    host: str = Field(default="127.0.0.1", description="Address to listen on.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port to listen on.")
+    workers: int = Field(default=1, ge=1, le=256, description="uvicorn worker processes.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Log level of toolgraph's own loggers."
+    )
+    upstream_base_url: str = Field(
+        default="https://api.openai.com/v1",
+        description="OpenAI-compatible base URL for models the routing table does not name.",
+    )
+    upstream_api_key: SecretStr | None = Field(
+        default=None,
+        description="Key for the default upstream. Unset and no master key: the client's own "
+        "bearer token is forwarded.",
+    )
+    upstream_model: str | None = Field(
+        default=None,
+        description="litellm model used when the routing table has no entry for the requested "
+        "model; unset, the requested name is sent to the default upstream as it is.",
+    )
+    master_key: SecretStr | None = Field(
+        default=None, description="When set, clients must send it as `Authorization: Bearer`."
+    )
+    data_dir: Path = Field(
+        default=Path.home() / ".local" / "share" / "toolgraph",
+        description="Directory of the embedded stores.",
+    )
+    redis_url: str | None = Field(
+        default=None, description="Redis URL; in-process caches if unset."
+    )
+    qdrant_url: str | None = Field(
+        default=None, description="Qdrant server URL; local mode under data_dir if unset."
+    )
+    neo4j_uri: str | None = Field(
+        default=None, description="Neo4j Bolt URI; the in-process graph under data_dir if unset."
+    )
+    models: list[ModelRoute] = Field(default_factory=list, description="The routing table.")
+    limits: Limits = Field(default_factory=Limits)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+
+    @field_validator("upstream_base_url")
+    @classmethod
+    def _check_upstream(cls, value: str) -> str:
+        checked = _check_http_url(value)
+        assert checked is not None
+        return checked
+
+    @field_validator("models")
+    @classmethod
+    def _check_routes(cls, routes: list[ModelRoute]) -> list[ModelRoute]:
+        seen: set[str] = set()
+        for route in routes:
+            if route.name in seen:
+                raise ValueError(f"model {route.name!r} is routed twice")
+            seen.add(route.name)
+        return routes
+
+    def secrets(self) -> list[str]:
+        """Every key toolgraph knows, so that none is ever echoed to a client."""
+        keys = [s.get_secret_value() for s in (self.upstream_api_key, self.master_key) if s]
+        keys += [key for route in self.models if (key := route.api_key())]
+        return keys
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, InitSettingsSource(settings_cls, _file_data.get() or {})
+
+
+def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Settings:
+    """Load and validate the settings, or raise :class:`ConfigError` naming what is wrong."""
+    path = config_file or os.environ.get(CONFIG_FILE_ENV)
+    data = _read_config_file(Path(path)) if path else {}
+    problems = _unknown_env_vars()
+    token = _file_data.set(data)
+    try:
+        settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems += [_describe(error) for error in exc.errors()]
+        settings = None
+    finally:
+        _file_data.reset(token)
+    if settings is not None:
+        problems += _missing_route_keys(settings)
+    if problems:
+        origin = f" (config file {path})" if path else ""
+        raise ConfigError(f"invalid settings{origin}: " + "; ".join(problems))
+    assert settings is not None
+    return settings
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: the top level must be a mapping of settings")
+    return data
+
+
+def _unknown_env_vars() -> list[str]:
+    known = {ENV_PREFIX + name.upper() for name in Settings.model_fields}
+    known.add(CONFIG_FILE_ENV)
+    nested = {
+        name: field.annotation
+        for name, field in Settings.model_fields.items()
+        if isinstance(field.annotation, type) and issubclass(field.annotation, _Section)
+    }
+    for section, model in nested.items():
+        known |= {f"{ENV_PREFIX}{section.upper()}__{sub.upper()}" for sub in model.model_fields}
+    return [
+        f"{name}: unknown setting"
+        for name in sorted(os.environ)
+        if name.upper().startswith(ENV_PREFIX) and name.upper() not in known
+    ]
+
+
+def _missing_route_keys(settings: Settings) -> list[str]:
+    return [
+        f"models.{i}.api_key_env: environment variable {route.api_key_env} is not set"
+        for i, route in enumerate(settings.models)
+        if route.api_key_env and route.api_key_env not in os.environ
+    ]
+
+
+def _describe(error: Any) -> str:
+    key = ".".join(str(part) for part in error["loc"]) or "settings"
+    env = ENV_PREFIX + "__".join(str(p).upper() for p in error["loc"] if not isinstance(p, int))
+    hint = (
+        f" (or {env})" if error["loc"] and not any(isinstance(p, int) for p in error["loc"]) else ""
+    )
+    value = error.get("input")
+    shown = f", got {value!r}" if isinstance(value, str | int | float) and "key" not in key else ""
+    return f"{key}{hint}: {error['msg']}{shown}"
+
+
+def _check_http_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value.startswith(("http://", "https://")) or len(value) < len("http://x"):
+        raise ValueError("must be an http:// or https:// URL")
+    return value.rstrip("/")

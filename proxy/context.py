@@ -1,0 +1,44 @@
+"""The per-request record that travels from the middleware to the upstream client."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+_VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+current_request_id: ContextVar[str] = ContextVar("toolgraph_request_id", default="-")
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What one request has learnt about itself so far.
+
+    ``upstream_seconds`` accumulates the time spent waiting on the upstream (to its
+    response headers for streams), so the proxy's own added time is the rest.
+    """
+
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    mode: str = "none"
+    model: str = ""
+    upstream_seconds: float = 0.0
+    client_key: str | None = None
+
+    @classmethod
+    def start(cls, incoming_id: str | None) -> RequestContext:
+        """A context with the client's ``x-request-id`` when it is sane, a fresh one else."""
+        request_id = incoming_id if incoming_id and _VALID_ID.fullmatch(incoming_id) else None
+        context = cls(request_id=request_id or f"req_{uuid.uuid4().hex}")
+        current_request_id.set(context.request_id)
+        return context
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def overhead(self) -> float:
+        """Seconds spent in toolgraph itself so far, upstream waits excluded."""
+        return max(0.0, self.elapsed() - self.upstream_seconds)

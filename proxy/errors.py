@@ -1,0 +1,127 @@
+"""toolgraph's errors, and the one place that renders them in OpenAI's shape.
+
+ToolgraphError                 status, type, code, param: what the client sees
+ ├── InvalidRequest            400 invalid_request_error: bad JSON, missing or mistyped fields
+ ├── RequestTooLarge           413 invalid_request_error
+ ├── AuthenticationFailed      401 authentication_error
+ ├── NotFound                  404 not_found_error (routes, unknown models)
+ ├── UpstreamError             the upstream's own status, type, code and message
+ │    ├── UpstreamUnreachable  502 (connection refused, reset, protocol error)
+ │    └── UpstreamTimeout      504 (no answer within the configured time)
+ └── InternalError             500, never with details
+
+Third-party exceptions (httpx, litellm) are translated where they enter, in
+``proxy.upstream``; everything above this module raises only these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+
+class ToolgraphError(Exception):
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        type: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        if type is not None:
+            self.type = type
+        self.headers = headers or {}
+
+    def to_dict(self, secrets: Iterable[str] = ()) -> dict[str, Any]:
+        """OpenAI's error object, with any of ``secrets`` masked out of the message."""
+        return {
+            "error": {
+                "message": redact(self.message, secrets),
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+    def to_json(self, secrets: Iterable[str] = ()) -> bytes:
+        return orjson.dumps(self.to_dict(secrets))
+
+    def to_sse(self, secrets: Iterable[str] = ()) -> bytes:
+        """The error as the last event of a stream that has already started."""
+        return b"data: " + self.to_json(secrets) + b"\n\n"
+
+
+class InvalidRequest(ToolgraphError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class RequestTooLarge(ToolgraphError):
+    status = 413
+    type = "invalid_request_error"
+    code = "request_too_large"
+
+
+class AuthenticationFailed(ToolgraphError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class NotFound(ToolgraphError):
+    status = 404
+    type = "not_found_error"
+
+
+class UpstreamError(ToolgraphError):
+    status = 502
+    type = "upstream_error"
+
+
+class UpstreamUnreachable(UpstreamError):
+    status = 502
+    code = "upstream_unreachable"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class InternalError(ToolgraphError):
+    status = 500
+    type = "server_error"
+    code = "internal_error"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Replace every occurrence of a secret (and of its long prefixes) with ``***``.
+
+    Providers echo keys back in their errors, often truncated ("sk-abc...xyz"), so a
+    prefix of eight or more characters is masked as well as the whole key.
+    """
+    for secret in secrets:
+        if len(secret) < 8:
+            continue
+        if secret in text:
+            text = text.replace(secret, "***")
+        prefix = secret[: max(8, len(secret) // 2)]
+        if prefix in text:
+            text = text.replace(prefix, "***")
+    return text

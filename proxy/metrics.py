@@ -1,0 +1,83 @@
+"""Every Prometheus metric toolgraph exports, defined here and nowhere else.
+
+Under several uvicorn workers the CLI points ``PROMETHEUS_MULTIPROC_DIR`` at a
+fresh directory before any worker starts; prometheus_client then keeps each
+worker's values in files there and ``/metrics`` sums them (see :func:`render`).
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+# Seconds; the low end resolves the proxy's own sub-millisecond overhead.
+_LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+_OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1, 1.0)
+
+REQUESTS = Counter(
+    "toolgraph_http_requests_total",
+    "HTTP requests answered, by route, mode and status.",
+    ["route", "mode", "status"],
+)
+REQUEST_LATENCY = Histogram(
+    "toolgraph_http_request_duration_seconds",
+    "Time from request to the last byte of the response, by route, mode and status.",
+    ["route", "mode", "status"],
+    buckets=_LATENCY_BUCKETS,
+)
+IN_FLIGHT = Gauge(
+    "toolgraph_http_requests_in_flight",
+    "Requests being answered now, by route.",
+    ["route"],
+    multiprocess_mode="livesum",
+)
+TIME_TO_FIRST_TOKEN = Histogram(
+    "toolgraph_time_to_first_token_seconds",
+    "Time from request to the first streamed event sent to the client, by mode and model.",
+    ["mode", "model"],
+    buckets=_LATENCY_BUCKETS,
+)
+UPSTREAM_LATENCY = Histogram(
+    "toolgraph_upstream_request_duration_seconds",
+    "Time the upstream took to answer (to its response headers when streaming).",
+    ["model", "outcome"],
+    buckets=_LATENCY_BUCKETS,
+)
+PROXY_OVERHEAD = Histogram(
+    "toolgraph_proxy_overhead_seconds",
+    "Time toolgraph itself added before the response started, upstream time excluded.",
+    ["mode"],
+    buckets=_OVERHEAD_BUCKETS,
+)
+UPSTREAM_TOKENS = Counter(
+    "toolgraph_upstream_tokens_total",
+    "Tokens the upstream reported in usage, by model and kind (prompt, completion).",
+    ["model", "kind"],
+)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text of this process, or of all workers in multiprocess mode."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(), CONTENT_TYPE_LATEST
+
+
+def forget_process(pid: int) -> None:
+    """Drop a finished worker's live gauges (in-flight) from the shared files."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

@@ -1,0 +1,97 @@
+"""The outermost layer: request id, timing headers, metrics, the access log line.
+
+A plain ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``, which would
+buffer each streamed chunk through an extra task and queue.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from proxy import metrics
+from proxy.context import RequestContext
+from proxy.errors import InternalError
+
+log = logging.getLogger(__name__)
+
+_ROUTES = frozenset(
+    {"/v1/chat/completions", "/v1/models", "/healthz", "/readyz", "/metrics"}
+)  # Other paths share one label so a scanner cannot blow up the series count.
+
+
+def route_label(path: str) -> str:
+    if path in _ROUTES:
+        return path
+    if path.startswith("/v1/models/"):
+        return "/v1/models/{model}"
+    return "other"
+
+
+class ObservabilityMiddleware:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        context = RequestContext.start(_header(scope, b"x-request-id"))
+        scope.setdefault("state", {})["context"] = context
+        route = route_label(scope["path"])
+        status = 500
+        overhead = 0.0
+        started = False
+
+        async def send_with_headers(message: Message) -> None:
+            nonlocal status, overhead, started
+            if message["type"] == "http.response.start":
+                started = True
+                status = message["status"]
+                overhead = context.overhead()
+                headers = list(message.get("headers", ()))
+                headers.append((b"x-request-id", context.request_id.encode()))
+                headers.append((b"x-toolgraph-overhead-ms", f"{overhead * 1000:.3f}".encode()))
+                message["headers"] = headers
+                if context.mode != "none":
+                    metrics.PROXY_OVERHEAD.labels(context.mode).observe(overhead)
+            await send(message)
+
+        in_flight = metrics.IN_FLIGHT.labels(route)
+        in_flight.inc()
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:  # the outermost edge: log it, answer 500, never a stack trace
+            log.exception("unhandled error")
+            if not started:
+                error = InternalError("toolgraph failed to answer; its logs say why")
+                await send_with_headers(
+                    {
+                        "type": "http.response.start",
+                        "status": error.status,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send_with_headers({"type": "http.response.body", "body": error.to_json()})
+        finally:
+            in_flight.dec()
+            elapsed = context.elapsed()
+            labels = (route, context.mode, str(status))
+            metrics.REQUESTS.labels(*labels).inc()
+            metrics.REQUEST_LATENCY.labels(*labels).observe(elapsed)
+            log.info(
+                "%s %s %s %.1fms overhead=%.2fms",
+                scope["method"],
+                scope["path"],
+                status,
+                elapsed * 1000,
+                overhead * 1000,
+            )
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None

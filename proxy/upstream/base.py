@@ -1,0 +1,71 @@
+"""The interface every upstream client implements."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from proxy import metrics
+from proxy.context import RequestContext
+from proxy.upstream.routing import Target
+
+# Headers of the upstream's answer that the client should see: the SDK's retry
+# logic reads retry-after and x-should-retry, dashboards read the rate limits.
+FORWARDED_HEADER_PREFIXES = ("x-ratelimit-", "retry-after", "x-should-retry")
+
+
+@dataclass(slots=True)
+class Reply:
+    """A whole (non-streamed) chat completion, as the bytes the client will receive."""
+
+    content: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class EventStream(Protocol):
+    """A started stream: SSE events as bytes, each ending in a blank line.
+
+    Iterating may raise :class:`proxy.errors.UpstreamError` mid-stream; ``aclose``
+    releases the upstream connection and is safe to call more than once.
+    """
+
+    headers: dict[str, str]
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Upstream(Protocol):
+    async def complete(
+        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
+    ) -> Reply:
+        """Answer a non-streamed request; ``raw`` is the body's bytes when they can go as-is."""
+        ...
+
+    async def stream(
+        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
+    ) -> EventStream:
+        """Start a streamed answer; errors before the first event are raised here."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def observe_wait(model: str, started: float, context: RequestContext, outcome: str) -> None:
+    """Count time spent waiting on the upstream, so it is not charged to toolgraph."""
+    waited = time.perf_counter() - started
+    context.upstream_seconds += waited
+    metrics.UPSTREAM_LATENCY.labels(model, outcome).observe(waited)
+
+
+def record_usage(model: str, usage: object) -> None:
+    """Count the tokens of an OpenAI ``usage`` object."""
+    if not isinstance(usage, dict):
+        return
+    for kind in ("prompt_tokens", "completion_tokens"):
+        count = usage.get(kind)
+        if isinstance(count, int) and count > 0:
+            metrics.UPSTREAM_TOKENS.labels(model, kind.removesuffix("_tokens")).inc(count)

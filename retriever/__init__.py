@@ -1,0 +1,1 @@
+"""Embedding retrieval over tools (see DESIGN.md §2)."""
