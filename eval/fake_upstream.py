@@ -74,6 +74,7 @@ class FakeUpstream:
     def __init__(self, default: Script | None = None) -> None:
         self.default = default or Script()
         self.requests: list[RecordedRequest] = []
+        self.disconnects = 0  # hung answers whose client went away
         self._queue: deque[Script] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -92,6 +93,7 @@ class FakeUpstream:
     def reset(self) -> None:
         self._queue.clear()
         self.requests.clear()
+        self.disconnects = 0
 
     def start(self, port: int = 0) -> FakeUpstream:
         ready = threading.Event()
@@ -133,8 +135,16 @@ class FakeUpstream:
                 pass
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
+        except asyncio.CancelledError:
+            pass  # the server is stopping; the connection goes with it
         finally:
             writer.close()
+
+    async def _hang(self, reader: asyncio.StreamReader) -> bool:
+        """Answer nothing more until the client goes away, and count that it did."""
+        await reader.read()
+        self.disconnects += 1
+        return False
 
     async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -174,13 +184,18 @@ class FakeUpstream:
             )
             return True
         script = self._queue.popleft() if self._queue else self.default
-        return await self._answer_chat(writer, script, parsed if isinstance(parsed, dict) else {})
+        request = parsed if isinstance(parsed, dict) else {}
+        return await self._answer_chat(reader, writer, script, request)
 
     async def _answer_chat(
-        self, writer: asyncio.StreamWriter, script: Script, request: dict[str, Any]
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        script: Script,
+        request: dict[str, Any],
     ) -> bool:
         if script.hang:
-            await asyncio.Event().wait()
+            return await self._hang(reader)
         if script.delay:
             await asyncio.sleep(script.delay)
         if script.status >= 400:
@@ -199,9 +214,15 @@ class FakeUpstream:
         if not request.get("stream"):
             await _send_json(writer, 200, answer.completion(), script.headers)
             return True
-        return await self._stream(writer, script, answer)
+        return await self._stream(reader, writer, script, answer)
 
-    async def _stream(self, writer: asyncio.StreamWriter, script: Script, answer: _Answer) -> bool:
+    async def _stream(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        script: Script,
+        answer: _Answer,
+    ) -> bool:
         head = (
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
         )
@@ -214,7 +235,7 @@ class FakeUpstream:
                 return False
             if script.hang_after_events is not None and count >= script.hang_after_events:
                 await writer.drain()
-                await asyncio.Event().wait()
+                return await self._hang(reader)
             payload = b"data: " + event + b"\n\n"
             writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
             if script.chunk_delay:

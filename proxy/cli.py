@@ -38,6 +38,7 @@ def serve(settings: Settings, config_file: Path | None) -> int:
         "loop": "uvloop",
         "http": "httptools",
         "access_log": False,  # toolgraph logs one line per request itself
+        "ws": "none",
         "log_level": "warning",
         "timeout_graceful_shutdown": 30,
     }

@@ -16,6 +16,7 @@ Third-party exceptions (httpx, litellm) are translated where they enter, in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -111,17 +112,12 @@ class InternalError(ToolgraphError):
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
-    """Replace every occurrence of a secret (and of its long prefixes) with ``***``.
+    """Mask every word of ``text`` that begins like one of ``secrets``.
 
-    Providers echo keys back in their errors, often truncated ("sk-abc...xyz"), so a
-    prefix of eight or more characters is masked as well as the whole key.
+    Providers echo keys back in their errors, usually cut short ("sk-abc12...wxyz"),
+    so a word is masked when it shares a secret's first six characters.
     """
     for secret in secrets:
-        if len(secret) < 8:
-            continue
-        if secret in text:
-            text = text.replace(secret, "***")
-        prefix = secret[: max(8, len(secret) // 2)]
-        if prefix in text:
-            text = text.replace(prefix, "***")
+        if len(secret) >= 8 and secret[:6] in text:
+            text = re.sub(re.escape(secret[:6]) + r"[^\s\"',]*", "***", text)
     return text

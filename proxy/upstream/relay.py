@@ -64,7 +64,7 @@ class RelayUpstream:
             raise translate(exc, target) from None
         observe_wait(target.model, started, context, str(response.status_code))
         if response.status_code >= 400:
-            raise error_from_response(response.status_code, response.content, target)
+            raise error_from_response(response.status_code, response.content, response.headers)
         _count_usage(target.model, response.content)
         return Reply(response.content, forwarded_headers(response.headers))
 
@@ -84,7 +84,7 @@ class RelayUpstream:
                 content = await _read_capped(response)
             finally:
                 await response.aclose()
-            raise error_from_response(response.status_code, content, target)
+            raise error_from_response(response.status_code, content, response.headers)
         return RelayStream(response, target)
 
     async def aclose(self) -> None:
@@ -157,8 +157,8 @@ def translate(exc: httpx.HTTPError, target: Target, mid_stream: bool = False) ->
     return UpstreamUnreachable(f"the upstream at {host} could not be reached or broke off {where}")
 
 
-def error_from_response(status: int, content: bytes, target: Target) -> UpstreamError:
-    """The upstream's own error, keeping its status, type, code, param and message."""
+def error_from_response(status: int, content: bytes, headers: httpx.Headers) -> UpstreamError:
+    """The upstream's own error: its status, type, code, param, message and retry headers."""
     try:
         payload = orjson.loads(content)
     except orjson.JSONDecodeError:
@@ -168,7 +168,11 @@ def error_from_response(status: int, content: bytes, target: Target) -> Upstream
         detail = {"message": detail}
     if not isinstance(detail, dict):
         text = content[:500].decode("utf-8", "replace").strip() or "no detail"
-        return UpstreamError(f"the upstream answered {status}: {text}", status=status)
+        return UpstreamError(
+            f"the upstream answered {status}: {text}",
+            status=status,
+            headers=forwarded_headers(headers),
+        )
     message = detail.get("message")
     return UpstreamError(
         message if isinstance(message, str) else f"the upstream answered {status}",
@@ -176,6 +180,7 @@ def error_from_response(status: int, content: bytes, target: Target) -> Upstream
         type=_str_or_none(detail.get("type")) or "upstream_error",
         code=_str_or_none(detail.get("code")),
         param=_str_or_none(detail.get("param")),
+        headers=forwarded_headers(headers),
     )
 
 

@@ -1,0 +1,143 @@
+"""Fixtures shared by every test package: real servers on loopback ports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from eval.fake_upstream import FakeUpstream
+from proxy.app import create_app
+from proxy.config import Settings, load_settings
+
+IN_CI = os.environ.get("CI") == "true"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerThread:
+    """A real uvicorn server for an app, on a free port, in a thread of its own."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = free_port()
+        config = uvicorn.Config(
+            create_app(settings),
+            host="127.0.0.1",
+            port=self.port,
+            loop="uvloop",
+            http="httptools",
+            ws="none",
+            access_log=False,
+            log_level="warning",
+            timeout_graceful_shutdown=2,
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the proxy did not start")
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests see only the TOOLGRAPH_ variables they set themselves."""
+    for name in list(os.environ):
+        if name.upper().startswith("TOOLGRAPH_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("TOOLGRAPH_DATA_DIR", str(tmp_path / "data"))
+
+
+@pytest.fixture(scope="session")
+def fake_upstream() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream().start()
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def upstream(fake_upstream: FakeUpstream) -> Iterator[FakeUpstream]:
+    """The shared fake upstream, with an empty script queue and request log."""
+    fake_upstream.reset()
+    yield fake_upstream
+    fake_upstream.reset()
+
+
+StartProxy = Callable[..., ServerThread]
+
+
+@pytest.fixture
+def start_proxy(upstream: FakeUpstream) -> Iterator[StartProxy]:
+    """Start a proxy aimed at the fake upstream; keyword arguments are settings."""
+    started: list[ServerThread] = []
+
+    def start(**overrides: object) -> ServerThread:
+        values: dict[str, object] = {"upstream_base_url": upstream.base_url}
+        values.update(overrides)
+        server = ServerThread(load_settings(**values)).__enter__()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.__exit__()
+
+
+@pytest.fixture
+def proxy(start_proxy: StartProxy) -> ServerThread:
+    return start_proxy(upstream_api_key="sk-upstream-secret-0123456789")
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """A redis-server of the tests' own on a free port (never the machine's 6379)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if IN_CI:
+            pytest.fail("redis-server is not installed")
+        pytest.skip("redis-server is not installed")
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                process.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    process.terminate()
+    process.wait(10)

@@ -1,0 +1,240 @@
+"""Every error reaches the client in OpenAI's shape, with the right status."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from eval.fake_upstream import FakeUpstream, Script
+from tests.conftest import ServerThread, free_port
+from tests.proxy.test_chat_passthrough import UPSTREAM_KEY, sdk, user
+
+CHAT = "/v1/chat/completions"
+
+
+def post(server: ServerThread, content: bytes | str, **headers: str) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}{CHAT}",
+        content=content,
+        headers={"content-type": "application/json", **headers},
+        timeout=20,
+    )
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    body = response.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return dict(body["error"])
+
+
+def body(**fields: Any) -> str:
+    """A valid request with ``fields`` changed; ``None`` removes a field."""
+    request = {"model": "m", "messages": [{"role": "user", "content": "x"}]} | fields
+    return json.dumps({k: v for k, v in request.items() if v is not None})
+
+
+BAD_TOOL = [{"type": "function", "function": {}}]
+
+
+@pytest.mark.parametrize(
+    ("raw", "param", "code"),
+    [
+        ('{"model": "m", "messages": [', None, "invalid_json"),
+        ("", None, "invalid_json"),
+        ("[1, 2]", None, "invalid_type"),
+        (body(messages=None), "messages", "missing_required_parameter"),
+        (body(model=None), "model", "missing_required_parameter"),
+        (body(messages="hello"), "messages", "invalid_type"),
+        (body(messages=[]), "messages", "invalid_value"),
+        (body(messages=[{"role": "robot", "content": "x"}]), "messages.[0].role", "invalid_value"),
+        (body(messages=[{"role": "user", "content": 7}]), "messages.[0].content", "invalid_type"),
+        (body(model=5), "model", "invalid_type"),
+        (body(stream="yes"), "stream", "invalid_type"),
+        (body(temperature=9), "temperature", "invalid_value"),
+        (body(tools=BAD_TOOL), "tools.[0].function.name", "missing_required_parameter"),
+        (body(toolgraph={"mode": "teleport"}), "toolgraph.mode", "invalid_value"),
+    ],
+)
+def test_bad_requests_get_400_naming_the_field(
+    proxy: ServerThread, upstream: FakeUpstream, raw: str, param: str | None, code: str
+) -> None:
+    response = post(proxy, raw)
+
+    assert response.status_code == 400
+    error = error_of(response)
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert error["code"] == code
+    assert upstream.requests == []
+
+
+def test_bad_request_raises_the_sdks_own_exception(proxy: ServerThread) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        sdk(proxy).chat.completions.create(model="m", messages=[{"role": "robot", "content": "x"}])  # type: ignore[misc, list-item]
+    assert raised.value.status_code == 400
+    assert raised.value.param == "messages.[0].role"
+
+
+def test_oversized_body_gets_413(start_proxy: Any, upstream: FakeUpstream) -> None:
+    server = start_proxy(limits={"max_body_bytes": 2000})
+    big = '{"model": "m", "messages": [{"role": "user", "content": "' + "x" * 5000 + '"}]}'
+
+    response = post(server, big)
+    assert response.status_code == 413
+    assert error_of(response)["code"] == "request_too_large"
+
+    chunked = httpx.post(
+        f"{server.url}{CHAT}", content=iter([big.encode()[:1500], big.encode()[1500:]]), timeout=20
+    )
+    assert chunked.status_code == 413
+    assert upstream.requests == []
+
+
+def test_too_many_messages_and_tools_name_the_field(start_proxy: Any) -> None:
+    server = start_proxy(limits={"max_messages": 2, "max_tools": 1})
+    tool = {"type": "function", "function": {"name": "f"}}
+    with pytest.raises(openai.BadRequestError) as raised:
+        sdk(server).chat.completions.create(model="m", messages=user("a") * 3)
+    assert raised.value.param == "messages"
+    with pytest.raises(openai.BadRequestError) as raised:
+        sdk(server).chat.completions.create(model="m", messages=user("a"), tools=[tool, tool])  # type: ignore[list-item]
+    assert raised.value.param == "tools"
+
+
+def test_unknown_route_and_method_are_openai_errors(proxy: ServerThread) -> None:
+    missing = httpx.post(f"{proxy.url}/v1/embeddings-nope", json={}, timeout=10)
+    assert missing.status_code == 404
+    assert error_of(missing)["code"] == "unknown_url"
+    wrong_method = httpx.get(f"{proxy.url}{CHAT}", timeout=10)
+    assert wrong_method.status_code == 405
+    assert error_of(wrong_method)["type"] == "invalid_request_error"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_errors_keep_their_status_and_message(
+    proxy: ServerThread, upstream: FakeUpstream, stream: bool
+) -> None:
+    detail = {
+        "message": "This model's maximum context length is 8192 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    upstream.enqueue(Script(status=400, error=detail))
+    with pytest.raises(openai.BadRequestError) as raised:
+        sdk(proxy).chat.completions.create(model="m", messages=user("x"), stream=stream)
+    assert raised.value.status_code == 400
+    assert raised.value.body == detail
+
+
+def test_rate_limits_keep_retry_after(proxy: ServerThread, upstream: FakeUpstream) -> None:
+    upstream.enqueue(
+        Script(
+            status=429,
+            error={
+                "message": "Rate limit reached",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            },
+            headers={"retry-after": "7", "x-ratelimit-remaining-requests": "0"},
+        )
+    )
+    with pytest.raises(openai.RateLimitError) as raised:
+        sdk(proxy).chat.completions.create(model="m", messages=user("x"))
+    assert raised.value.response.headers["retry-after"] == "7"
+    assert raised.value.response.headers["x-ratelimit-remaining-requests"] == "0"
+    assert raised.value.code == "rate_limit_exceeded"
+
+
+def test_non_json_upstream_error_is_wrapped(proxy: ServerThread, upstream: FakeUpstream) -> None:
+    upstream.enqueue(Script(status=503, raw_error=b"<html>backend overloaded</html>"))
+    with pytest.raises(openai.InternalServerError) as raised:
+        sdk(proxy).chat.completions.create(model="m", messages=user("x"))
+    assert raised.value.status_code == 503
+    assert "backend overloaded" in raised.value.message
+
+
+def test_upstream_error_never_echoes_a_key(proxy: ServerThread, upstream: FakeUpstream) -> None:
+    echoed = f"Incorrect API key provided: {UPSTREAM_KEY[:12]}...{UPSTREAM_KEY[-4:]}."
+    upstream.enqueue(Script(status=401, error={"message": echoed, "type": "invalid_request_error"}))
+    response = post(proxy, '{"model": "m", "messages": [{"role": "user", "content": "x"}]}')
+    assert response.status_code == 401
+    assert UPSTREAM_KEY[:12] not in response.text
+    assert "Incorrect API key provided" in response.text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_unreachable_upstream_is_502(start_proxy: Any, stream: bool) -> None:
+    server = start_proxy(upstream_base_url=f"http://127.0.0.1:{free_port()}/v1")
+    with pytest.raises(openai.APIStatusError) as raised:
+        sdk(server).chat.completions.create(model="m", messages=user("x"), stream=stream)
+    assert raised.value.status_code == 502
+    assert raised.value.code == "upstream_unreachable"
+    assert "Traceback" not in raised.value.response.text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_hung_upstream_is_504(start_proxy: Any, upstream: FakeUpstream, stream: bool) -> None:
+    server = start_proxy(timeouts={"upstream_read": 0.5})
+    upstream.enqueue(Script(hang=True))
+    started = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as raised:
+        sdk(server).chat.completions.create(model="m", messages=user("x"), stream=stream)
+    assert raised.value.status_code == 504
+    assert raised.value.code == "upstream_timeout"
+    assert time.monotonic() - started < 10
+
+
+def test_request_deadline_is_504(start_proxy: Any, upstream: FakeUpstream) -> None:
+    server = start_proxy(timeouts={"request": 0.5})
+    upstream.enqueue(Script(delay=3))
+    with pytest.raises(openai.APIStatusError) as raised:
+        sdk(server).chat.completions.create(model="m", messages=user("x"))
+    assert raised.value.status_code == 504
+
+
+def test_upstream_breaking_off_mid_stream_ends_with_an_error_event(
+    proxy: ServerThread, upstream: FakeUpstream
+) -> None:
+    upstream.enqueue(Script(text="a b c d e f", drop_after_events=3))
+    with httpx.stream(
+        "POST",
+        f"{proxy.url}{CHAT}",
+        json={"model": "m", "stream": True, "messages": user("x")},
+        timeout=20,
+    ) as response:
+        assert response.status_code == 200
+        events = [line for line in response.iter_lines() if line]
+
+    assert len(events) == 4
+    assert all(event.startswith("data: {") for event in events)
+    assert '"error"' in events[-1]
+    assert "broke off while streaming" in events[-1]
+    assert "[DONE]" not in events[-1]
+    upstream.enqueue(Script(text="a b c d e f", drop_after_events=3))
+    stream = sdk(proxy).chat.completions.create(model="m", messages=user("x"), stream=True)
+    with pytest.raises(openai.APIError, match="broke off while streaming"):
+        list(stream)
+
+
+def test_client_disconnect_closes_the_upstream_call(
+    proxy: ServerThread, upstream: FakeUpstream
+) -> None:
+    upstream.enqueue(Script(text="a b c", hang_after_events=2))
+    with httpx.stream(
+        "POST",
+        f"{proxy.url}{CHAT}",
+        json={"model": "m", "stream": True, "messages": user("x")},
+        timeout=20,
+    ) as response:
+        next(response.iter_lines())
+    deadline = time.monotonic() + 10
+    while upstream.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert upstream.disconnects == 1
