@@ -1,0 +1,190 @@
+"""One interface over the tool catalog and graph, whichever backend holds them.
+
+:class:`GraphStore` is implemented by :class:`graph_store.memory.InProcessStore` (the
+embedded default, persisted under ``data_dir``) and by
+:class:`graph_store.neo4j_store.Neo4jStore`; both pass the same tests. Ranking of
+neighbours is done here, once, so that both backends answer identically.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from graph_store.models import (
+    ALL_KINDS,
+    Category,
+    Direction,
+    Edge,
+    EdgeKind,
+    Neighbor,
+    Tool,
+    ToolGroup,
+    ToolRef,
+)
+
+if TYPE_CHECKING:
+    from proxy.config import Settings
+
+
+class GraphStore(Protocol):
+    """The catalog (tools, groups, categories) and the Tool→Tool graph.
+
+    Every mutating call is one transaction: it is stored whole or not at all.
+    """
+
+    def upsert_tools(self, tools: Sequence[Tool]) -> None:
+        """Insert or replace tools by id (names must stay unique)."""
+
+    def delete_tools(self, ids: Collection[str]) -> int:
+        """Remove tools and their edges; returns how many existed."""
+
+    def get_tool(self, key: str) -> Tool | None:
+        """A tool by id, name or alias."""
+
+    def list_tools(self, category: str | None = None) -> list[Tool]:
+        """Every tool (of a category), ordered by name."""
+
+    def count_tools(self) -> int: ...
+
+    def groups(self) -> list[ToolGroup]:
+        """Every group, ordered by id."""
+
+    def categories(self) -> list[Category]:
+        """Every category, ordered by name."""
+
+    def group_of(self, tool_id: str) -> ToolGroup | None: ...
+
+    def upsert_edges(self, edges: Sequence[Edge]) -> None:
+        """Insert or replace edges by (src, dst, kind); both ends must exist."""
+
+    def replace_edges(self, origin: str, edges: Sequence[Edge]) -> None:
+        """Drop every edge of ``origin`` and store ``edges`` instead (a rebuild)."""
+
+    def edges(self, kind: EdgeKind | None = None) -> list[Edge]:
+        """Every edge (of a kind), ordered by (src, dst, kind)."""
+
+    def set_availability(self, scores: Mapping[str, float]) -> None: ...
+
+    def edge_rows(
+        self, tool_ids: Collection[str], kinds: Collection[EdgeKind], direction: Direction
+    ) -> list[tuple[Edge, ToolRef]]:
+        """The raw edges leaving (or entering) ``tool_ids``, with the tool at the other end."""
+
+    def clear(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def neighbors(
+    store: GraphStore,
+    tool_ids: Iterable[str],
+    kinds: Collection[EdgeKind] = ALL_KINDS,
+    *,
+    category: str | None = None,
+    direction: Direction = "out",
+    limit: int | None = None,
+) -> list[Neighbor]:
+    """Tools one edge away from ``tool_ids``, best first.
+
+    A tool reached several ways appears once, by its best edge: strong before weak
+    before sequential, then the heavier edge. The start tools themselves are left out.
+    """
+    start = set(tool_ids)
+    best: dict[str, Neighbor] = {}
+    for edge, other in store.edge_rows(start, kinds, direction):
+        if other.id in start or (category is not None and other.category != category):
+            continue
+        found = Neighbor(
+            tool_id=other.id,
+            name=other.name,
+            category=other.category,
+            kind=edge.kind,
+            weight=edge.weight,
+            count=edge.count,
+            resource=edge.resource,
+            via=edge.src if direction == "out" else edge.dst,
+        )
+        held = best.get(other.id)
+        if held is None or _order(found) < _order(held):
+            best[other.id] = found
+    ranked = sorted(best.values(), key=_order)
+    return ranked if limit is None else ranked[:limit]
+
+
+def _order(n: Neighbor) -> tuple[int, float, str, str]:
+    return (n.kind.rank, -n.weight, n.name, n.via)
+
+
+def expand(
+    store: GraphStore,
+    tool_ids: Iterable[str],
+    hops: int,
+    kinds: Collection[EdgeKind] = ALL_KINDS,
+    *,
+    category: str | None = None,
+    direction: Direction = "out",
+) -> dict[str, int]:
+    """Every tool within ``hops`` edges of ``tool_ids``, with its distance (starts are 0)."""
+    distance = {tool: 0 for tool in tool_ids}
+    frontier = list(distance)
+    for hop in range(1, hops + 1):
+        reached = neighbors(store, frontier, kinds, category=category, direction=direction)
+        frontier = [n.tool_id for n in reached if n.tool_id not in distance]
+        distance.update(dict.fromkeys(frontier, hop))
+        if not frontier:
+            break
+    return distance
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    tools: int
+    groups: int
+    categories: int
+    edges: dict[str, int]
+    out_degree: dict[int, int] = field(default_factory=dict)
+    components: int = 0
+    largest_component: int = 0
+
+
+def graph_stats(store: GraphStore) -> GraphStats:
+    """Counts by node and edge type, out-degree histogram, weakly connected components."""
+    tools = [tool.id for tool in store.list_tools()]
+    all_edges = store.edges()
+    by_kind = Counter(edge.kind.value for edge in all_edges)
+    out = Counter(edge.src for edge in all_edges)
+    parent = {tool: tool for tool in tools}
+
+    def root(node: str) -> str:
+        while parent[node] != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for edge in all_edges:
+        parent[root(edge.src)] = root(edge.dst)
+    sizes = Counter(root(tool) for tool in tools)
+    return GraphStats(
+        tools=len(tools),
+        groups=len(store.groups()),
+        categories=len(store.categories()),
+        edges={kind.value: by_kind.get(kind.value, 0) for kind in EdgeKind},
+        out_degree=dict(sorted(Counter(out.get(tool, 0) for tool in tools).items())),
+        components=len(sizes),
+        largest_component=max(sizes.values(), default=0),
+    )
+
+
+def open_store(settings: Settings, neo4j_uri: str | None = None) -> GraphStore:
+    """The configured backend: Neo4j when a URI is given or set, else the in-process one."""
+    uri = neo4j_uri or settings.neo4j_uri
+    if uri:
+        from graph_store.neo4j_store import Neo4jStore
+
+        return Neo4jStore.from_uri(uri)
+    from graph_store.memory import InProcessStore
+
+    return InProcessStore.open(settings.data_dir / "graph")
