@@ -1,0 +1,210 @@
+"""The README's configuration and metrics references, generated from the code.
+
+The settings table comes from :class:`proxy.config.Settings` (field names, types,
+defaults, descriptions), the metrics table from the collectors in
+:mod:`proxy.metrics`; a test fails when the README drifts from either.
+
+    python -m proxy.reference                   # print both sections
+    python -m proxy.reference --write README.md # rewrite them in place
+    python -m proxy.reference --check README.md # exit 1 when they are stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+from prometheus_client.metrics import MetricWrapperBase
+from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from proxy import metrics
+from proxy.config import ENV_PREFIX, Settings
+
+SECTIONS = ("settings", "metrics")
+
+
+@dataclass(frozen=True, slots=True)
+class SettingRow:
+    key: str
+    env: str
+    type: str
+    default: str
+    description: str
+
+
+def setting_rows() -> list[SettingRow]:
+    """One row per setting, nested sections flattened to ``section.key``."""
+    return list(_rows(Settings.model_fields, key_prefix="", env_prefix=ENV_PREFIX))
+
+
+def render_settings() -> str:
+    lines = [
+        "| key (YAML) | environment variable | type | default | description |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| `{r.key}` | {r.env} | {r.type} | {r.default} | {_cell(r.description)} |"
+        for r in setting_rows()
+    ]
+    return "\n".join(lines)
+
+
+def metric_collectors() -> list[MetricWrapperBase]:
+    """Every metric :mod:`proxy.metrics` defines, in the order it defines them."""
+    return [value for value in vars(metrics).values() if isinstance(value, MetricWrapperBase)]
+
+
+def exposed_names(metric: MetricWrapperBase) -> list[str]:
+    """The sample names the metric shows on ``/metrics``."""
+    name, kind = metric._name, metric._type
+    if kind == "counter":
+        return [f"{name}_total"]
+    if kind == "histogram":
+        return [f"{name}_bucket", f"{name}_sum", f"{name}_count"]
+    if kind == "summary":
+        return [f"{name}_sum", f"{name}_count"]
+    return [name]
+
+
+def render_metrics() -> str:
+    lines = ["| metric | type | labels | meaning |", "| --- | --- | --- | --- |"]
+    for metric in metric_collectors():
+        name = exposed_names(metric)[0].removesuffix("_bucket")
+        labels = ", ".join(f"`{label}`" for label in metric._labelnames)
+        lines.append(f"| `{name}` | {metric._type} | {labels} | {_cell(metric._documentation)} |")
+    return "\n".join(lines)
+
+
+def render(section: str) -> str:
+    return {"settings": render_settings, "metrics": render_metrics}[section]()
+
+
+def update_text(text: str) -> str:
+    """``text`` with every generated section between its markers replaced."""
+    for section in SECTIONS:
+        start, end = _markers(section)
+        head, found, rest = text.partition(start)
+        _, found_end, tail = rest.partition(end)
+        if not found or not found_end:
+            raise ValueError(f"markers {start} ... {end} not found")
+        text = f"{head}{start}\n{render(section)}\n{end}{tail}"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m proxy.reference", description=__doc__)
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", type=Path, metavar="README", help="rewrite the sections")
+    action.add_argument("--check", type=Path, metavar="README", help="exit 1 if they are stale")
+    args = parser.parse_args(argv)
+    if args.write is None and args.check is None:
+        for section in SECTIONS:
+            print(f"{_markers(section)[0]}\n{render(section)}\n{_markers(section)[1]}")
+        return 0
+    path: Path = args.write or args.check
+    current = path.read_text(encoding="utf-8")
+    updated = update_text(current)
+    if args.check is not None:
+        if updated != current:
+            print(f"{path}: the reference is stale; run python -m proxy.reference --write {path}")
+            return 1
+        return 0
+    path.write_text(updated, encoding="utf-8")
+    return 0
+
+
+def _markers(section: str) -> tuple[str, str]:
+    return f"<!-- {section}:start -->", f"<!-- {section}:end -->"
+
+
+def _rows(fields: dict[str, FieldInfo], key_prefix: str, env_prefix: str) -> Iterator[SettingRow]:
+    for name, field in fields.items():
+        key, env = f"{key_prefix}{name}", f"{env_prefix}{name.upper()}"
+        section = _model_of(field.annotation)
+        if section is not None:
+            yield from _rows(section.model_fields, f"{key}.", f"{env}__")
+            continue
+        item = _list_item_model(field.annotation)
+        env_cell = f"`{env}`" if env_prefix else "—"
+        if item is not None:
+            yield SettingRow(
+                key,
+                f"{env_cell} (JSON)" if env_prefix else env_cell,
+                f"list of {item.__name__}",
+                _default(field),
+                field.description or "",
+            )
+            yield from _rows(item.model_fields, f"{key}[].", "")
+            continue
+        yield SettingRow(
+            key, env_cell, _type_name(field.annotation), _default(field), field.description or ""
+        )
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
+
+
+def _list_item_model(annotation: Any) -> type[BaseModel] | None:
+    if get_origin(annotation) is list:
+        return _model_of(get_args(annotation)[0])
+    return None
+
+
+_TYPE_NAMES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    Path: "path",
+    SecretStr: "secret string",
+}
+
+
+def _type_name(annotation: Any) -> str:
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return " \\| ".join(f"`{value}`" for value in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        args = [arg for arg in get_args(annotation) if arg is not type(None)]
+        return " \\| ".join(_type_name(arg) for arg in args)
+    if origin is list:
+        return f"list of {_type_name(get_args(annotation)[0])}"
+    return _TYPE_NAMES.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    if field.default is PydanticUndefined and field.default_factory is not None:
+        value = field.get_default(call_default_factory=True)
+    else:
+        value = field.default
+    if value is None:
+        return "unset"
+    if isinstance(value, list | tuple) and not value:
+        return "`[]`"
+    if isinstance(value, BaseModel):
+        return "see below"
+    if isinstance(value, Path):
+        home = str(Path.home())
+        shown = str(value)
+        return f"`~{shown.removeprefix(home)}`" if shown.startswith(home) else f"`{shown}`"
+    return f"`{value}`"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
