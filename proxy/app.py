@@ -77,7 +77,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await http.aclose()
+        await upstreams.relay.aclose()
+        await upstreams.litellm.aclose()
         if redis is not None:
             await redis.aclose()
         metrics.forget_process(os.getpid())

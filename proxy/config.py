@@ -201,7 +201,9 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config file {path}{where}: not valid YAML") from None
+        problem = getattr(exc, "problem", None)
+        detail = f" ({problem})" if problem else ""
+        raise ConfigError(f"config file {path}{where}: not valid YAML{detail}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -236,6 +238,8 @@ def _missing_route_keys(settings: Settings) -> list[str]:
 
 def _describe(error: Any) -> str:
     key = ".".join(str(part) for part in error["loc"]) or "settings"
+    if error["type"] == "extra_forbidden":
+        return f"{key}: unknown setting"
     env = ENV_PREFIX + "__".join(str(p).upper() for p in error["loc"] if not isinstance(p, int))
     hint = (
         f" (or {env})" if error["loc"] and not any(isinstance(p, int) for p in error["loc"]) else ""

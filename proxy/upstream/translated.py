@@ -6,6 +6,7 @@ whose routes all relay never needs it.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -48,13 +49,26 @@ class LiteLLMUpstream:
         return TranslatedStream(response, target)
 
     async def aclose(self) -> None:
-        return None
+        """Close the HTTP sessions litellm caches per event loop, if it was ever used."""
+        if "litellm" in sys.modules:
+            from litellm.llms.custom_httpx.async_client_cleanup import (
+                close_litellm_async_clients,
+            )
+
+            await close_litellm_async_clients()
 
     async def _call(
         self, target: Target, body: dict[str, Any], context: RequestContext, started: float
     ) -> Any:
         litellm = load_litellm()
-        arguments = {**body, "model": target.litellm_model, "timeout": self._timeout}
+        arguments = {
+            **body,
+            "model": target.litellm_model,
+            "timeout": self._timeout,
+            # litellm would otherwise look for MCP servers among the tools (and import
+            # the `mcp` package to do it); toolgraph's tools are the client's business.
+            "_skip_mcp_handler": True,
+        }
         if target.base_url:
             arguments["api_base"] = target.base_url
         key = target.api_key or context.client_key

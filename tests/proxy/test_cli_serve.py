@@ -1,0 +1,98 @@
+"""`toolgraph serve` as a user runs it: a real process, one or several workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from eval.fake_upstream import FakeUpstream
+from tests.conftest import free_port
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
+    processes: list[subprocess.Popen[bytes]] = []
+    yield processes
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def start(
+    processes: list[subprocess.Popen[bytes]], args: list[str], env: dict[str, str], log: Path
+) -> str:
+    port = free_port()
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "serve", "--port", str(port), *args],
+            env={**os.environ, **env},
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    processes.append(process)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"toolgraph exited: {log.read_text()}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return url
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("toolgraph did not come up within 60 s")
+
+
+def chat_requests_counted(url: str) -> float:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "toolgraph_http_requests_total"
+        and sample.labels["route"] == "/v1/chat/completions"
+    )
+
+
+def test_serve_with_defaults_answers(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    env = {"TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url}
+    url = start(serve, [], env, tmp_path / "serve.log")
+    response = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "ping"}]},
+        timeout=10,
+    )
+    assert response.json()["choices"][0]["message"]["content"] == "You said: ping"
+    assert (tmp_path / "data").is_dir()  # the embedded data directory was made
+
+
+def test_metrics_add_up_across_workers(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    config = tmp_path / "toolgraph.yaml"
+    config.write_text(f"upstream_base_url: {upstream.base_url}\n")
+    url = start(serve, ["--workers", "2", "--config", str(config)], {}, tmp_path / "serve.log")
+    sent = 30
+    for _ in range(sent):  # a fresh connection each, so both workers get some
+        with httpx.Client() as client:
+            response = client.post(
+                f"{url}/v1/chat/completions",
+                json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+                timeout=10,
+            )
+            assert response.status_code == 200
+    assert chat_requests_counted(url) == sent
+    assert len(upstream.requests) == sent
