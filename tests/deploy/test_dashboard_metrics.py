@@ -1,0 +1,175 @@
+"""Every series the Grafana dashboard queries exists on ``/metrics`` of a running proxy.
+
+The proxy is started the way the image starts it (``toolgraph serve``, settings from
+TOOLGRAPH_* variables), in front of the fake upstream; a plain and a streamed chat
+request make the labelled series appear; then the exposition is parsed and every
+metric and label the dashboard's PromQL names is looked up in it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from openai import OpenAI
+from prometheus_client.parser import text_string_to_metric_families
+
+from eval.fake_upstream import FakeUpstream
+from proxy.reference import exposed_names, metric_collectors
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "toolgraph.json"
+HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
+# Label names a query groups by, and the label matchers of each metric selector.
+GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+MATCHERS = re.compile(r"(toolgraph_\w+)\{([^}]*)\}")
+METRIC = re.compile(r"\btoolgraph_\w+")
+
+
+class RunningProxy:
+    def __init__(self, url: str, process: subprocess.Popen[bytes]) -> None:
+        self.url = url
+        self.process = process
+
+
+@pytest.fixture(scope="module")
+def running_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+    upstream = FakeUpstream().start()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("TOOLGRAPH_")}
+    env |= {
+        "TOOLGRAPH_PORT": str(port),
+        "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
+        "TOOLGRAPH_UPSTREAM_API_KEY": "sk-upstream",
+        "TOOLGRAPH_DATA_DIR": str(tmp_path_factory.mktemp("data")),
+    }
+    toolgraph = Path(sys.executable).parent / "toolgraph"
+    process = subprocess.Popen([str(toolgraph), "serve"], env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(url, process)
+        yield RunningProxy(url, process)
+    finally:
+        process.terminate()
+        process.wait(30)
+        upstream.stop()
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"toolgraph serve exited with {process.returncode}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("toolgraph serve did not become healthy")
+
+
+@pytest.fixture(scope="module")
+def exposition(running_proxy: RunningProxy) -> dict[str, set[str]]:
+    """Sample name -> label names, after traffic of every kind the dashboard shows."""
+    client = OpenAI(base_url=f"{running_proxy.url}/v1", api_key="sk-client", max_retries=0)
+    messages = [{"role": "user", "content": "hello there"}]
+    client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+    stream = client.chat.completions.create(
+        model="fake-model",
+        messages=messages,  # type: ignore[arg-type]
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    assert [chunk for chunk in stream]
+    text = httpx.get(f"{running_proxy.url}/metrics", timeout=5).text
+    samples: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, set()).update(sample.labels)
+    return samples
+
+
+def dashboard_queries() -> list[str]:
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queries.append(variable["query"]["query"])
+    return queries
+
+
+def test_the_dashboard_queries_something() -> None:
+    queries = dashboard_queries()
+    assert len(queries) >= 10
+    for query in queries:
+        assert query.count("(") == query.count(")"), query
+        assert query.count("{") == query.count("}"), query
+
+
+@pytest.mark.parametrize("query", dashboard_queries())
+def test_every_metric_and_label_queried_is_exposed(
+    query: str, exposition: dict[str, set[str]]
+) -> None:
+    names = set(METRIC.findall(query))
+    assert names, query
+    for name in names:
+        assert name in exposition, f"{name} is not on /metrics"
+    available = set().union(*(exposition[name] for name in names))
+    used: set[str] = set()
+    for group in GROUPING.findall(query):
+        used |= {label.strip() for label in group.split(",") if label.strip()}
+    for name, matchers in MATCHERS.findall(query):
+        labels = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers))
+        assert labels <= exposition[name], (name, labels - exposition[name])
+    variable = re.fullmatch(r"label_values\((toolgraph_\w+),\s*(\w+)\)", query)
+    if variable:
+        used.add(variable[2])
+    assert used <= available, (query, used - available)
+
+
+def test_every_toolgraph_metric_has_a_panel() -> None:
+    """A metric added to proxy/metrics.py must get a panel, or this fails."""
+    queried = {name for q in dashboard_queries() for name in METRIC.findall(q)}
+    missing = [
+        exposed_names(metric)[0]
+        for metric in metric_collectors()
+        if not set(exposed_names(metric)) & queried
+    ]
+    assert not missing, f"add panels to {DASHBOARD.relative_to(ROOT)} for {missing}"
+
+
+def test_every_defined_metric_is_exposed(exposition: dict[str, set[str]]) -> None:
+    for metric in metric_collectors():
+        for name in exposed_names(metric):
+            assert name in exposition, name
+            assert set(metric._labelnames) <= exposition[name], name
+
+
+def test_the_healthcheck_script_passes_on_a_live_proxy(running_proxy: RunningProxy) -> None:
+    result = subprocess.run(
+        [sys.executable, str(HEALTHCHECK), f"{running_proxy.url}/healthz"],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_the_healthcheck_script_fails_where_nothing_listens() -> None:
+    result = subprocess.run(
+        [sys.executable, str(HEALTHCHECK), f"http://127.0.0.1:{free_port()}/healthz"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert "unhealthy" in result.stderr

@@ -1,0 +1,86 @@
+"""The README's configuration and metrics references match the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from proxy import reference
+from proxy.config import ConfigError, Settings, load_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def section(name: str) -> str:
+    text = README.read_text()
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    assert text.count(start) == 1, f"README.md needs one {start}"
+    return text.split(start, 1)[1].split(end, 1)[0].strip()
+
+
+def test_the_readme_settings_reference_is_current() -> None:
+    assert section("settings") == reference.render_settings(), (
+        "run: python -m proxy.reference --write README.md"
+    )
+
+
+def test_the_readme_metrics_reference_is_current() -> None:
+    assert section("metrics") == reference.render_metrics(), (
+        "run: python -m proxy.reference --write README.md"
+    )
+
+
+def test_the_operations_section_comes_last() -> None:
+    text = README.read_text()
+    operations = text.index("\n## Operations\n")
+    assert "\n## " not in text[operations + 1 :].replace("\n## Operations\n", "", 1)
+    assert text.index("<!-- settings:start -->") > operations
+
+
+def test_every_setting_has_a_row() -> None:
+    keys = {row.key for row in reference.setting_rows()}
+    for name, field in Settings.model_fields.items():
+        nested = getattr(field.annotation, "model_fields", None)
+        if nested is None:
+            assert name in keys
+        else:
+            assert {f"{name}.{sub}" for sub in nested} <= keys
+
+
+def test_every_listed_variable_is_one_toolgraph_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [row for row in reference.setting_rows() if row.env.startswith("`")]
+    names = [re.sub(r"`([^`]+)`.*", r"\1", row.env) for row in rows]
+    assert "TOOLGRAPH_LIMITS__MAX_BODY_BYTES" in names
+    for name, row in zip(names, rows, strict=True):
+        # JSON-valued variables are parsed before validation; give them valid JSON.
+        monkeypatch.setenv(name, "[]" if "(JSON)" in row.env else "not a valid value")
+    monkeypatch.setenv("TOOLGRAPH_NO_SUCH_SETTING", "1")
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    unknown = re.findall(r"(TOOLGRAPH_\w+): unknown setting", str(raised.value))
+    assert unknown == ["TOOLGRAPH_NO_SUCH_SETTING"]
+
+
+def test_check_reports_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "README.md"
+    stale.write_text(
+        "# x\n<!-- settings:start -->\nold\n<!-- settings:end -->\n"
+        "<!-- metrics:start -->\n<!-- metrics:end -->\n"
+    )
+    assert reference.main(["--check", str(stale)]) == 1
+    assert "stale" in capsys.readouterr().out
+    assert reference.main(["--write", str(stale)]) == 0
+    assert reference.main(["--check", str(stale)]) == 0
+    assert stale.read_text().startswith("# x\n<!-- settings:start -->\n| key (YAML)")
+
+
+def test_defaults_are_shown_as_the_model_has_them() -> None:
+    rows = {row.key: row for row in reference.setting_rows()}
+    assert rows["port"].default == "`8000`"
+    assert rows["redis_url"].default == "unset"
+    assert rows["data_dir"].default == "`~/.local/share/toolgraph`"
+    assert rows["models[].name"].default == "required"
+    assert rows["log_level"].type == "`debug` \\| `info` \\| `warning` \\| `error`"
