@@ -1,0 +1,322 @@
+"""How much latency toolgraph adds, against the upstream directly and LiteLLM's proxy.
+
+    python -m eval.bench_overhead            # the full run, about 6 to 10 minutes
+    python -m eval.bench_overhead --quick    # a smoke run of about a minute
+
+One fake OpenAI upstream answers every request after a fixed 20 ms. The same
+small chat request (a system and a user message) goes to it three ways: directly,
+through toolgraph (one worker, relaying) and through LiteLLM's proxy (one worker,
+pass-through, installed in ``.bench/litellm-venv`` on first use), at 1, 16 and 64
+concurrent requests, streamed and not. Added latency is a proxy's p50 or p99 minus
+the direct path's at the same concurrency and mode.
+
+Why 20 ms: long enough that the upstream's own timer jitter is small beside it,
+short enough that a cell at concurrency 1 takes seconds, and at concurrency 64 the
+direct path could answer 3,200 requests/s, so a single proxy worker, not the
+upstream, is what limits requests/s there.
+
+The load generator is a minimal asyncio HTTP/1.1 keep-alive client, the same
+against every target, so its own cost cancels out. Both proxies check a master
+key, write no line per request (toolgraph at log level warning, LiteLLM at ERROR)
+and use no database. Results: a table here, ``eval/results/bench_overhead.json``
+and ``eval/results/bench_overhead.png``; server logs in ``.bench/logs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import datetime
+import os
+import platform
+import secrets
+import sys
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from eval import _bench_report as report
+from eval import _bench_services as services
+from eval._bench_client import Cell, Endpoint, build_request
+from eval._bench_report import CellKey, Summary
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "eval" / "results"
+WORK = ROOT / ".bench"
+CONCURRENCY = (1, 16, 64)
+MESSAGES = [
+    {
+        "role": "system",
+        "content": "You are a concise assistant for a travel booking site. Answer in one sentence.",
+    },
+    {"role": "user", "content": "Which terminal does the morning flight from Paris to Oslo use?"},
+]
+NOTES = [
+    "one worker per proxy; toolgraph at TOOLGRAPH_LOG_LEVEL=warning and LiteLLM at "
+    "LITELLM_LOG=ERROR, so neither writes a log line per request",
+    "added latency = the proxy's percentile minus the direct path's, same concurrency and mode",
+    "req/s are compared at the highest concurrency, where one worker is CPU-bound",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    delay_ms: float
+    requests: int
+    warmup: int
+    max_seconds: float
+    with_litellm: bool
+    quick: bool
+    concurrency: tuple[int, ...] = CONCURRENCY
+
+
+@dataclasses.dataclass
+class Setup:
+    """The servers of one run: where to reach them and how they were started."""
+
+    master_key: str
+    described: dict[str, dict[str, Any]]
+    endpoints: dict[str, Endpoint] = dataclasses.field(default_factory=dict)
+    litellm_missing: str | None = None
+
+
+def main(argv: list[str] | None = None) -> int:
+    plan = _plan(_parser().parse_args(argv))
+    # A pipe or a CI log gets a fixed width rather than rich's 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=120)
+    started = _now()
+    try:
+        with contextlib.ExitStack() as stack:
+            setup = start_servers(plan, stack, console)
+            cells = measure(plan, setup, console)
+    except services.ServiceError as exc:
+        console.print(f"[bold red]benchmark aborted:[/bold red] {exc}")
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted; the servers were stopped[/yellow]")
+        return 130
+    write_report(plan, setup, cells, started, console)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.bench_overhead",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
+    parser.add_argument("--requests", type=int, help="measured requests per cell (2000)")
+    parser.add_argument("--warmup", type=int, help="unmeasured requests before them (200)")
+    parser.add_argument("--max-seconds", type=float, help="cap on each phase of a cell (60)")
+    parser.add_argument("--delay-ms", type=float, default=20.0, help="the upstream's delay (20)")
+    parser.add_argument("--no-litellm", action="store_true", help="toolgraph and direct only")
+    return parser
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    requests, warmup, max_seconds = (200, 20, 10.0) if args.quick else (2000, 200, 60.0)
+    return Plan(
+        delay_ms=args.delay_ms,
+        requests=args.requests or requests,
+        warmup=warmup if args.warmup is None else args.warmup,
+        max_seconds=args.max_seconds or max_seconds,
+        with_litellm=not args.no_litellm,
+        quick=args.quick,
+    )
+
+
+def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> Setup:
+    """Start every server (stopped when ``stack`` closes) and wait until each is ready."""
+    setup = Setup(
+        master_key="sk-" + secrets.token_hex(32),
+        described={
+            "direct": {"upstream_delay_ms": plan.delay_ms},
+            "toolgraph": {"version": version("toolgraph"), "workers": 1},
+            "litellm": {"version": services.LITELLM_VERSION, "workers": 1},
+        },
+    )
+    fake_port = services.free_port()
+    specs = [
+        services.fake_upstream_spec(fake_port, plan.delay_ms, ROOT),
+        services.toolgraph_spec(
+            services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-data"
+        ),
+    ]
+    litellm = _litellm_spec(plan, setup, fake_port, console)
+    if litellm is not None:
+        specs.append(litellm)
+    running = [stack.enter_context(services.running(s, os.environ, WORK)) for s in specs]
+    with console.status("waiting for the servers to be ready"):
+        for service in running:
+            try:
+                services.wait_ready(service)
+            except services.ServiceError as exc:
+                if service.spec.name != "litellm":
+                    raise
+                setup.litellm_missing = f"LiteLLM's proxy did not start: {exc}"
+                console.print(f"[bold red]{setup.litellm_missing}[/bold red]")
+                continue
+            target = "direct" if service.spec.name == "fake upstream" else service.spec.name
+            setup.endpoints[target] = Endpoint("127.0.0.1", service.spec.port)
+            setup.described[target] |= service.spec.describe(setup.master_key)
+    return setup
+
+
+def _litellm_spec(
+    plan: Plan, setup: Setup, upstream_port: int, console: Console
+) -> services.ServerSpec | None:
+    config = services.litellm_config(upstream_port)
+    setup.described["litellm"]["config"] = config
+    if not plan.with_litellm:
+        setup.litellm_missing = "skipped with --no-litellm"
+        return None
+    venv = WORK / "litellm-venv"
+    with console.status(f"litellm[proxy]=={services.LITELLM_VERSION} in {venv}") as status:
+        try:
+            services.ensure_litellm_venv(venv, lambda line: status.update(f"pip: {line[:100]}"))
+        except (services.ServiceError, OSError) as exc:
+            setup.litellm_missing = f"installing litellm[proxy] failed: {exc}"
+            console.print(f"[bold red]{setup.litellm_missing}[/bold red]")
+            return None
+    config_path = services.write_litellm_config(config, WORK / "litellm-config.yaml")
+    return services.litellm_spec(services.free_port(), venv, config_path, setup.master_key)
+
+
+def request_body(stream: bool) -> bytes:
+    body: dict[str, Any] = {
+        "model": services.MODEL,
+        "messages": MESSAGES,
+        "temperature": 0.2,
+        "max_tokens": 128,
+    }
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return orjson.dumps(body)
+
+
+def measure(plan: Plan, setup: Setup, console: Console) -> dict[CellKey, Summary | None]:
+    """Every cell, the targets interleaved so that drift on the machine hits each alike."""
+    keys = [
+        CellKey(concurrency, stream, target)
+        for concurrency in plan.concurrency
+        for stream in (False, True)
+        for target in report.TARGETS
+    ]
+    cells: dict[CellKey, Summary | None] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with (
+        Progress(*columns, TimeElapsedColumn(), console=console, refresh_per_second=4) as progress,
+        asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner,
+    ):
+        overall = progress.add_task("cells", total=len(keys))
+        for key in keys:
+            endpoint = setup.endpoints.get(key.target)
+            if endpoint is not None:
+                cells[key] = runner.run(_measure_cell(plan, setup, key, endpoint, progress))
+            else:
+                cells[key] = None
+            progress.advance(overall)
+    return cells
+
+
+async def _measure_cell(
+    plan: Plan, setup: Setup, key: CellKey, endpoint: Endpoint, progress: Progress
+) -> Summary | None:
+    headers = {"authorization": f"Bearer {setup.master_key}"}
+    request = build_request(endpoint, request_body(key.stream), headers)
+    cell = Cell(endpoint, request, key.concurrency, key.stream)
+    label = f"{key.target} c={key.concurrency} {key.mode}"
+    task = progress.add_task(label, total=plan.warmup + plan.requests)
+    ticker = asyncio.create_task(_tick(progress, task, cell))
+    try:
+        samples = await cell.run(plan.warmup, plan.requests, plan.max_seconds)
+    finally:
+        ticker.cancel()
+        progress.remove_task(task)
+    return report.summarize(samples)
+
+
+async def _tick(progress: Progress, task: Any, cell: Cell) -> None:
+    while True:
+        progress.update(task, completed=cell.done)
+        await asyncio.sleep(0.25)
+
+
+def write_report(
+    plan: Plan,
+    setup: Setup,
+    cells: dict[CellKey, Summary | None],
+    started: str,
+    console: Console,
+) -> None:
+    checks = report.check_targets(cells, low=plan.concurrency[0], high=plan.concurrency[-1])
+    title = f"Overhead over a {plan.delay_ms:g} ms upstream, one worker per proxy"
+    console.print(report.results_table(cells, title))
+    console.print(report.checks_table(checks))
+    notes = list(NOTES)
+    if setup.litellm_missing:
+        notes.insert(0, f"LITELLM NOT MEASURED: {setup.litellm_missing}")
+        console.print(f"[bold red]LiteLLM was NOT measured:[/bold red] {setup.litellm_missing}")
+    if plan.quick:
+        notes.insert(0, "--quick smoke run: too few requests for stable p99 figures")
+    for note in notes:
+        console.print(f"[dim]note: {note}[/dim]")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    document = _document(plan, setup, cells, checks, notes, started)
+    json_path, png_path = RESULTS / "bench_overhead.json", RESULTS / "bench_overhead.png"
+    scratch = json_path.with_suffix(".json.tmp")
+    scratch.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    scratch.replace(json_path)
+    report.plot_added(cells, png_path, f"{plan.delay_ms:g} ms upstream, one worker each")
+    console.print(f"wrote {json_path.relative_to(ROOT)} and {png_path.relative_to(ROOT)}")
+
+
+def _document(
+    plan: Plan,
+    setup: Setup,
+    cells: dict[CellKey, Summary | None],
+    checks: list[report.Check],
+    notes: list[str],
+    started: str,
+) -> dict[str, Any]:
+    return {
+        "benchmark": "bench_overhead",
+        "started_at": started,
+        "finished_at": _now(),
+        "plan": {
+            "upstream_delay_ms": plan.delay_ms,
+            "requests_per_cell": plan.requests,
+            "warmup_per_cell": plan.warmup,
+            "max_seconds_per_phase": plan.max_seconds,
+            "concurrency": list(plan.concurrency),
+            "quick": plan.quick,
+            "request_body": orjson.loads(request_body(stream=True)),
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+        },
+        "litellm_measured": setup.litellm_missing is None,
+        "litellm_not_measured_because": setup.litellm_missing,
+        "targets": setup.described,
+        "cells": report.cells_json(cells),
+        "checks": [dataclasses.asdict(check) for check in checks],
+        "notes": notes,
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

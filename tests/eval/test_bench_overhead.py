@@ -1,0 +1,265 @@
+"""The overhead benchmark's pure parts: the response reader, the figures, the checks.
+
+Nothing here is timed; the reader's clock is a counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from eval import _bench_report as report
+from eval import _bench_services as services
+from eval._bench_client import (
+    Endpoint,
+    ProtocolError,
+    Response,
+    Samples,
+    build_request,
+    is_complete,
+    parse_head,
+    read_response,
+)
+from eval._bench_report import CellKey, Summary
+from eval.bench_overhead import request_body
+
+
+def _reader(*pieces: bytes) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()
+    for piece in pieces:
+        reader.feed_data(piece)
+    reader.feed_eof()
+    return reader
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    b'f\r\ndata: {"a":1}\n\n\r\n'
+    b"f\r\ndata: [DONE]\n\n\n\r\n"
+    b"0\r\n\r\n"
+)
+
+
+async def test_reads_a_content_length_response_and_leaves_the_next_one() -> None:
+    first = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello"
+    second = b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\nno"
+    reader = _reader(first + second)
+    one = await read_response(reader, lambda: 7.0)
+    two = await read_response(reader, lambda: 8.0)
+    assert (one.status, one.headers["x-a"], one.body, one.first_body_at) == (
+        200,
+        "b",
+        b"hello",
+        7.0,
+    )
+    assert (two.status, two.body) == (404, b"no")
+
+
+async def test_reads_chunks_split_at_every_byte() -> None:
+    reader = _reader(*(CHUNKED[i : i + 1] for i in range(len(CHUNKED))))
+    response = await read_response(reader, lambda: 1.0)
+    assert response.body == b'data: {"a":1}\n\ndata: [DONE]\n\n\n'
+    assert await reader.read() == b""  # nothing of the terminal chunk is left behind
+
+
+async def test_first_body_byte_is_stamped_at_the_first_chunk_not_the_last() -> None:
+    ticks = iter([10.0, 20.0, 30.0])
+    response = await read_response(_reader(CHUNKED), lambda: next(ticks))
+    assert response.first_body_at == 10.0
+
+
+async def test_reads_chunk_extensions_and_trailers() -> None:
+    raw = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3;name=value\r\nabc\r\n0\r\nx-trailer: 1\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+    )
+    reader = _reader(raw)
+    assert (await read_response(reader)).body == b"abc"
+    empty = await read_response(reader)
+    assert (empty.body, empty.first_body_at) == (b"", None)
+
+
+@pytest.mark.parametrize("cut", [len(b"0\r\n\r\n"), len(b"[DONE]\n\n\n\r\n0\r\n\r\n")])
+async def test_a_stream_cut_before_its_terminal_chunk_is_an_error(cut: int) -> None:
+    with pytest.raises(asyncio.IncompleteReadError):
+        await read_response(_reader(CHUNKED[:-cut]))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nbody",
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+    ],
+)
+async def test_unreadable_responses_raise_protocol_error(raw: bytes) -> None:
+    with pytest.raises(ProtocolError):
+        await read_response(_reader(raw))
+
+
+def test_parse_head_lowercases_header_names() -> None:
+    status, headers = parse_head(b"HTTP/1.1 429 Too Many\r\nRetry-After: 1\r\n\r\n")
+    assert (status, headers) == (429, {"retry-after": "1"})
+
+
+def test_build_request_declares_the_body_length() -> None:
+    raw = build_request(Endpoint("127.0.0.1", 9), b'{"x":1}', {"authorization": "Bearer k"})
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"content-length: 7" in head
+    assert b"authorization: Bearer k" in head
+    assert body == b'{"x":1}'
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "stream", "complete"),
+    [
+        (200, b'{"choices":[]}', False, True),
+        (200, b'{"error":{}}', False, False),
+        (500, b'{"choices":[]}', False, False),
+        (200, b"data: {}\n\ndata: [DONE]\n\n", True, True),
+        (200, b"data: {}\n\n", True, False),
+    ],
+)
+def test_is_complete(status: int, body: bytes, stream: bool, complete: bool) -> None:
+    assert is_complete(Response(status, {}, body, None), stream) is complete
+
+
+def test_the_request_body_is_a_small_chat_that_asks_for_usage_when_streaming() -> None:
+    plain, streamed = orjson.loads(request_body(False)), orjson.loads(request_body(True))
+    assert [m["role"] for m in plain["messages"]] == ["system", "user"]
+    assert "stream" not in plain
+    assert streamed["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize(
+    ("q", "expected"),
+    [(0, 1.0), (50, 5.5), (90, 9.1), (99, 9.91), (100, 10.0)],
+)
+def test_percentile_interpolates_between_ranks(q: float, expected: float) -> None:
+    values = [10.0, 3.0, 1.0, 8.0, 2.0, 7.0, 5.0, 4.0, 9.0, 6.0]  # unsorted on purpose
+    assert report.percentile(values, q) == pytest.approx(expected)
+
+
+def test_percentile_of_one_value_and_of_none() -> None:
+    assert report.percentile([4.0], 99) == 4.0
+    with pytest.raises(ValueError, match="no values"):
+        report.percentile([], 50)
+    with pytest.raises(ValueError, match="outside"):
+        report.percentile([1.0], 101)
+
+
+def test_summarize_in_milliseconds_and_requests_per_second() -> None:
+    samples = Samples(latencies=[0.020] * 99 + [0.120], first_byte=[0.010] * 100, elapsed=2.0)
+    summary = report.summarize(samples)
+    assert summary is not None
+    assert summary.p50_ms == pytest.approx(20.0)
+    assert summary.p99_ms == pytest.approx(21.0)  # one slow request in a hundred
+    assert summary.first_byte_p50_ms == pytest.approx(10.0)
+    assert summary.requests_per_second == pytest.approx(50.0)
+    assert report.summarize(Samples(errors=3)) is None
+
+
+def _summary(p50: float, p99: float, rps: float = 100.0, errors: int = 0) -> Summary:
+    return Summary(100, errors, None, p50, p99, None, None, rps)
+
+
+def test_added_latency_subtracts_the_direct_path_percentile_by_percentile() -> None:
+    assert report.added_latency(_summary(21.5, 25.0), _summary(20.0, 24.0)) == (1.5, 1.0)
+    assert report.added_latency(None, _summary(20.0, 24.0)) is None
+
+
+def _cells(
+    toolgraph_low: tuple[float, float],
+    toolgraph_high: tuple[float, float, float],
+    litellm_high: tuple[float, float, float] | None,
+) -> dict[CellKey, Summary | None]:
+    cells: dict[CellKey, Summary | None] = {}
+    for stream in (False, True):
+        cells[CellKey(1, stream, "direct")] = _summary(20.0, 22.0)
+        cells[CellKey(1, stream, "toolgraph")] = _summary(
+            20 + toolgraph_low[0], 22 + toolgraph_low[1]
+        )
+        cells[CellKey(64, stream, "direct")] = _summary(20.0, 30.0, rps=3000)
+        p50, p99, rps = toolgraph_high
+        cells[CellKey(64, stream, "toolgraph")] = _summary(20 + p50, 30 + p99, rps)
+        if litellm_high is None:
+            cells[CellKey(64, stream, "litellm")] = None
+        else:
+            p50, p99, rps = litellm_high
+            cells[CellKey(64, stream, "litellm")] = _summary(20 + p50, 30 + p99, rps)
+    return cells
+
+
+def _statuses(checks: list[report.Check]) -> dict[tuple[str, str], str]:
+    return {(c.name.split(" <=")[0].split(" >=")[0], c.mode): c.status for c in checks}
+
+
+def test_targets_pass_when_every_limit_is_met() -> None:
+    checks = report.check_targets(_cells((0.9, 2.9), (5, 40, 800), (300, 500, 200)))
+    assert {c.status for c in checks} == {"pass"}
+
+
+def test_each_target_misses_on_its_own_figure() -> None:
+    statuses = _statuses(report.check_targets(_cells((1.1, 3.1), (5, 60, 700), (300, 500, 200))))
+    assert statuses[("added p50 at c=1", "non-stream")] == "miss"
+    assert statuses[("added p99 at c=1", "stream")] == "miss"
+    assert statuses[("added p99 at c=64", "stream")] == "miss"  # 60 > 0.1 x 500
+    assert statuses[("req/s per worker at c=64", "non-stream")] == "miss"  # 700 < 4 x 200
+
+
+def test_targets_against_litellm_are_not_measured_without_it() -> None:
+    statuses = _statuses(report.check_targets(_cells((0.5, 1.0), (5, 10, 800), None)))
+    assert statuses[("added p99 at c=64", "stream")] == "not measured"
+    assert statuses[("req/s per worker at c=64", "non-stream")] == "not measured"
+    assert statuses[("added p50 at c=1", "stream")] == "pass"
+
+
+def test_a_failed_toolgraph_request_misses_its_check() -> None:
+    cells = _cells((0.5, 1.0), (5, 10, 800), (300, 500, 200))
+    cells[CellKey(1, True, "toolgraph")] = _summary(20.5, 23.0, errors=2)
+    checks = report.check_targets(cells)
+    assert [c.status for c in checks if c.name == "no failed toolgraph requests"] == ["miss"]
+
+
+def test_cells_json_orders_targets_and_marks_the_unmeasured() -> None:
+    rows = report.cells_json(_cells((0.5, 1.0), (5, 10, 800), None))
+    assert [r["target"] for r in rows[:3]] == ["direct", "toolgraph", "direct"]
+    litellm = [r for r in rows if r["target"] == "litellm"]
+    assert len(litellm) == 2
+    assert not any(r["measured"] for r in litellm)
+    toolgraph = next(r for r in rows if r["target"] == "toolgraph")
+    assert toolgraph["added_ms"] == {"p50": pytest.approx(0.5), "p99": pytest.approx(1.0)}
+
+
+def test_the_plot_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "plot.png"
+    report.plot_added(_cells((0.5, 1.0), (5, 10, 800), (300, 500, 200)), path, "test")
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_server_specs_drop_inherited_settings_of_their_own_kind(tmp_path: Path) -> None:
+    base = {"PATH": "/bin", "TOOLGRAPH_MASTER_KEY": "old", "TOOLGRAPH_X": "1", "DATABASE_URL": "pg"}
+    toolgraph = services.toolgraph_spec(1, 2, "sk-new", tmp_path)
+    env = toolgraph.child_env(base)
+    assert env["TOOLGRAPH_MASTER_KEY"] == "sk-new"
+    assert "TOOLGRAPH_X" not in env
+    assert env["TOOLGRAPH_UPSTREAM_BASE_URL"] == "http://127.0.0.1:2/v1"
+    litellm = services.litellm_spec(3, tmp_path, tmp_path / "c.yaml", "sk-new")
+    assert "DATABASE_URL" not in litellm.child_env(base)
+    assert litellm.describe("sk-new")["env"]["LITELLM_MASTER_KEY"] == "<per-run master key>"
+
+
+def test_litellm_routes_the_same_model_name_to_the_fake_upstream() -> None:
+    config = services.litellm_config(4321)
+    (entry,) = config["model_list"]
+    assert entry["model_name"] == services.MODEL
+    assert entry["litellm_params"]["model"] == f"openai/{services.MODEL}"
+    assert entry["litellm_params"]["api_base"] == "http://127.0.0.1:4321/v1"
+    assert config["general_settings"]["disable_spend_logs"] is True
