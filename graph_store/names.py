@@ -27,11 +27,20 @@ def normalise_name(raw: str) -> str:
     name = _INVALID.sub("_", ascii_text).strip("_")
     name = re.sub(r"_{2,}", "_", name)
     if not name:
-        # Nothing survives the folding (e.g. a Chinese title): the hash keeps it unique.
         return f"tool_{short_hash(raw)}"
-    if len(name) > MAX_NAME:
+    if len(name) > MAX_NAME or _is_lossy(raw):
+        # Letters with no ASCII form (a Chinese title) were dropped: the hash keeps
+        # "乐鱼_for_x" and "体育_for_x" apart.
         name = f"{name[: MAX_NAME - _HASH_CHARS - 1]}_{short_hash(raw)}"
     return name
+
+
+def _is_lossy(raw: str) -> bool:
+    return any(
+        not unicodedata.normalize("NFKD", char).encode("ascii", "ignore")
+        for char in raw
+        if ord(char) > 127 and char.isalnum()
+    )
 
 
 def is_valid_name(name: str) -> bool:

@@ -194,6 +194,10 @@ class Neo4jStore:
         tools = [Tool.model_validate_json(record["data"]) for record in records]
         return sorted(tools, key=lambda t: t.name)
 
+    def names(self) -> dict[str, str]:
+        records = self._read("MATCH (t:Tool) RETURN t.name AS name, t.id AS id")
+        return {record["name"]: record["id"] for record in records}
+
     def count_tools(self) -> int:
         records = self._read("MATCH (t:Tool) RETURN count(t) AS n")
         return int(records[0]["n"])

@@ -49,6 +49,9 @@ class GraphStore(Protocol):
 
     def count_tools(self) -> int: ...
 
+    def names(self) -> dict[str, str]:
+        """Every tool's name, mapped to its id."""
+
     def groups(self) -> list[ToolGroup]:
         """Every group, ordered by id."""
 

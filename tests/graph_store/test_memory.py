@@ -60,6 +60,6 @@ def test_a_refused_batch_does_not_touch_the_file(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_file_is_reported_not_ignored(tmp_path: Path) -> None:
-    (tmp_path / FILE_NAME).write_text('{"version": 1, "tools": [')
+    (tmp_path / FILE_NAME).write_text("TOOLGRAPH-STORE\nbroken")
     with pytest.raises(StoreUnavailable, match=FILE_NAME):
         InProcessStore.open(tmp_path)
