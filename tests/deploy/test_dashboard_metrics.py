@@ -2,8 +2,9 @@
 
 The proxy is started the way the image starts it (``toolgraph serve``, settings from
 TOOLGRAPH_* variables), in front of the fake upstream; a plain and a streamed chat
-request make the labelled series appear; then the exposition is parsed and every
-metric and label the dashboard's PromQL names is looked up in it.
+request make the labelled series appear; then the exposition is parsed, each of the
+dashboard's queries is parsed as PromQL (promql-parser, the Rust parser), and every
+metric and label the queries name is looked up in the exposition.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import promql_parser
 import pytest
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,10 +31,9 @@ from tests.conftest import free_port
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "toolgraph.json"
 HEALTHCHECK = ROOT / "deploy" / "healthcheck.py"
-# Label names a query groups by, and the label matchers of each metric selector.
-GROUPING = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
-MATCHERS = re.compile(r"(toolgraph_\w+)\{([^}]*)\}")
-METRIC = re.compile(r"\btoolgraph_\w+")
+# Grafana's variables, replaced by values of the same kind before parsing.
+GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__range": "1h", "$mode": ".*", "$model": ".*"}
+LABEL_VALUES = re.compile(r"label_values\((toolgraph_\w+),\s*(\w+)\)")
 
 
 class RunningProxy:
@@ -108,38 +109,66 @@ def dashboard_queries() -> list[str]:
     return queries
 
 
+def panel_queries() -> list[str]:
+    return [q for q in dashboard_queries() if not LABEL_VALUES.fullmatch(q)]
+
+
+def parse_query(query: str) -> promql_parser.Expr:
+    for variable, value in GRAFANA_VARIABLES.items():
+        query = query.replace(variable, value)
+    assert "$" not in query, f"unknown Grafana variable in {query}"
+    return promql_parser.parse(query)
+
+
+def names_in(expr: promql_parser.Expr) -> tuple[dict[str, set[str]], set[str]]:
+    """Each metric selected, with the labels its matchers use; the labels grouped on."""
+    selectors: dict[str, set[str]] = {}
+    grouping: set[str] = set()
+
+    def visit(node: promql_parser.Expr) -> bool:
+        if isinstance(node, promql_parser.VectorSelector):
+            labels = {matcher.name for matcher in node.matchers.matchers}
+            selectors.setdefault(node.name or "", set()).update(labels)
+        elif isinstance(node, promql_parser.AggregateExpr) and node.modifier is not None:
+            grouping.update(node.modifier.labels)
+        elif isinstance(node, promql_parser.BinaryExpr) and node.modifier is not None:
+            matching = node.modifier.matching
+            grouping.update(matching.labels if matching is not None else ())
+        return True
+
+    promql_parser.walk(expr, pre_visit=visit)
+    return selectors, grouping
+
+
 def test_the_dashboard_queries_something() -> None:
-    queries = dashboard_queries()
-    assert len(queries) >= 10
-    for query in queries:
-        assert query.count("(") == query.count(")"), query
-        assert query.count("{") == query.count("}"), query
+    assert len(panel_queries()) >= 10
+    variables = [LABEL_VALUES.fullmatch(q) for q in dashboard_queries()]
+    assert {m[2] for m in variables if m} == {"mode", "model"}
 
 
-@pytest.mark.parametrize("query", dashboard_queries())
+@pytest.mark.parametrize("query", panel_queries())
 def test_every_metric_and_label_queried_is_exposed(
     query: str, exposition: dict[str, set[str]]
 ) -> None:
-    names = set(METRIC.findall(query))
-    assert names, query
-    for name in names:
+    selectors, grouping = names_in(parse_query(query))
+    assert selectors, query
+    for name, matched in selectors.items():
         assert name in exposition, f"{name} is not on /metrics"
-    available = set().union(*(exposition[name] for name in names))
-    used: set[str] = set()
-    for group in GROUPING.findall(query):
-        used |= {label.strip() for label in group.split(",") if label.strip()}
-    for name, matchers in MATCHERS.findall(query):
-        labels = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers))
-        assert labels <= exposition[name], (name, labels - exposition[name])
-    variable = re.fullmatch(r"label_values\((toolgraph_\w+),\s*(\w+)\)", query)
-    if variable:
-        used.add(variable[2])
-    assert used <= available, (query, used - available)
+        assert matched <= exposition[name], (name, matched - exposition[name])
+    available = set().union(*(exposition[name] for name in selectors))
+    assert grouping <= available, (query, grouping - available)
+
+
+@pytest.mark.parametrize("query", [q for q in dashboard_queries() if LABEL_VALUES.fullmatch(q)])
+def test_every_variable_lists_an_exposed_label(query: str, exposition: dict[str, set[str]]) -> None:
+    match = LABEL_VALUES.fullmatch(query)
+    assert match is not None
+    assert match[2] in exposition[match[1]]
 
 
 def test_every_toolgraph_metric_has_a_panel() -> None:
     """A metric added to proxy/metrics.py must get a panel, or this fails."""
-    queried = {name for q in dashboard_queries() for name in METRIC.findall(q)}
+    queried = {name for q in panel_queries() for name in names_in(parse_query(q))[0]}
     missing = [
         exposed_names(metric)[0]
         for metric in metric_collectors()
