@@ -271,6 +271,17 @@ def test_notes_tell_where_the_service_is(chart: helm.Chart) -> None:
     assert "nvidia.com/gpu" in gpu_notes
 
 
+def test_the_dashboard_configmap_carries_the_deploy_dashboard(chart: helm.Chart) -> None:
+    dashboard = ROOT / "deploy" / "grafana" / "dashboards" / "toolgraph.json"
+    copy = CHART / "dashboards" / "toolgraph.json"
+    assert copy.read_text() == dashboard.read_text(), f"cp {dashboard} {copy}"
+    objects = render(chart, values_of("gpu"))
+    configmap = one(objects, "ConfigMap", f"{RELEASE}-toolgraph-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(configmap["data"]["toolgraph.json"]) == json.loads(dashboard.read_text())
+    assert not [o for o in render(chart, {}) if o["metadata"]["name"].endswith("-dashboard")]
+
+
 def test_every_values_key_is_commented() -> None:
     """Each key has a comment above it, or sits inside a value documented with `# --`."""
     undocumented = []
@@ -299,7 +310,7 @@ def settings_in_pod(
 ) -> Settings:
     """Load toolgraph's settings as the pod would: the ConfigMap's file plus the env."""
     config = tmp_path / "config.yaml"
-    config.write_text(one(objects, "ConfigMap")["data"]["config.yaml"])
+    config.write_text(one(objects, "ConfigMap", f"{RELEASE}-toolgraph")["data"]["config.yaml"])
     env = literal_env(objects)
     assert env.pop("TOOLGRAPH_CONFIG") == "/etc/toolgraph/config.yaml"
     secret_keys = [o for o in objects if o["kind"] == "Secret"]

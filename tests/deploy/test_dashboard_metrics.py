@@ -42,12 +42,16 @@ class RunningProxy:
         self.process = process
 
 
-@pytest.fixture(scope="module")
-def running_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningProxy]:
+# One process, and several workers whose metrics are merged through files.
+@pytest.fixture(scope="module", params=[1, 2], ids=["1-worker", "2-workers"])
+def running_proxy(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningProxy]:
     upstream = FakeUpstream().start()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("TOOLGRAPH_")}
     env |= {
+        "TOOLGRAPH_WORKERS": str(request.param),
         "TOOLGRAPH_PORT": str(port),
         "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
         "TOOLGRAPH_UPSTREAM_API_KEY": "sk-upstream",
@@ -84,14 +88,15 @@ def exposition(running_proxy: RunningProxy) -> dict[str, set[str]]:
     """Sample name -> label names, after traffic of every kind the dashboard shows."""
     client = OpenAI(base_url=f"{running_proxy.url}/v1", api_key="sk-client", max_retries=0)
     messages = [{"role": "user", "content": "hello there"}]
-    client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
-    stream = client.chat.completions.create(
-        model="fake-model",
-        messages=messages,  # type: ignore[arg-type]
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    assert [chunk for chunk in stream]
+    for _ in range(2):  # with several workers, each is likely to answer one
+        client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+        stream = client.chat.completions.create(
+            model="fake-model",
+            messages=messages,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        assert [chunk for chunk in stream]
     text = httpx.get(f"{running_proxy.url}/metrics", timeout=5).text
     samples: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(text):
