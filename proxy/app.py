@@ -23,7 +23,7 @@ from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.middleware import ObservabilityMiddleware
 from proxy.responses import error_response
 from proxy.upstream import ModelRouter
-from proxy.upstream.relay import RelayUpstream, make_client
+from proxy.upstream.relay import RelayUpstream, make_session
 from proxy.upstream.translated import LiteLLMUpstream, load_litellm
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if router.has_litellm_routes():
         load_litellm()  # seconds of import, paid before the first request rather than in it
-    http = make_client(settings.timeouts)
-    upstreams = Upstreams(RelayUpstream(http), LiteLLMUpstream(settings.timeouts.request))
+    session = make_session(settings.timeouts)
+    upstreams = Upstreams(RelayUpstream(session), LiteLLMUpstream(settings.timeouts.request))
     app.state.chat = ChatService(
         router, upstreams, settings.limits, settings.timeouts.request, settings.secrets()
     )
@@ -72,7 +72,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if redis is not None:
         checks["redis"] = health.redis_check(redis)
     if settings.qdrant_url:
-        checks["qdrant"] = health.http_check(http, f"{settings.qdrant_url.rstrip('/')}/readyz")
+        checks["qdrant"] = health.http_check(session, f"{settings.qdrant_url}/readyz")
     app.state.readiness = health.Readiness(checks)
     try:
         yield

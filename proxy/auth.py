@@ -9,7 +9,7 @@ from fastapi import Request
 from proxy.errors import AuthenticationFailed
 
 
-def authenticate(request: Request) -> None:
+async def authenticate(request: Request) -> None:
     """Check the client's key against the master key, when one is set.
 
     Without a master key toolgraph is open, and the client's own bearer token is

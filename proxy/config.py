@@ -127,6 +127,12 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(
         default=None, description="Qdrant server URL; local mode under data_dir if unset."
     )
+
+    @field_validator("qdrant_url")
+    @classmethod
+    def _check_qdrant(cls, value: str | None) -> str | None:
+        return _check_http_url(value)
+
     neo4j_uri: str | None = Field(
         default=None, description="Neo4j Bolt URI; the in-process graph under data_dir if unset."
     )

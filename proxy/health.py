@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import httpx
+import aiohttp
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from redis.asyncio import Redis
@@ -40,10 +40,10 @@ def redis_check(client: Redis) -> Check:
     return check
 
 
-def http_check(client: httpx.AsyncClient, url: str) -> Check:
+def http_check(session: aiohttp.ClientSession, url: str) -> Check:
     async def check() -> None:
-        response = await client.get(url)
-        response.raise_for_status()
+        async with session.get(url) as response:
+            response.raise_for_status()
 
     return check
 
