@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -280,6 +281,28 @@ def test_the_dashboard_configmap_carries_the_deploy_dashboard(chart: helm.Chart)
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(configmap["data"]["toolgraph.json"]) == json.loads(dashboard.read_text())
     assert not [o for o in render(chart, {}) if o["metadata"]["name"].endswith("-dashboard")]
+
+
+@pytest.mark.parametrize(
+    ("service_type", "expected"),
+    [
+        ("ClusterIP", "port-forward service/tg-toolgraph 8000:8000"),
+        ("NodePort", "jsonpath='{.spec.ports[0].nodePort}'"),
+        ("LoadBalancer", "jsonpath='{.status.loadBalancer.ingress[0]}'"),
+    ],
+)
+def test_notes_follow_the_service_type(chart: helm.Chart, service_type: str, expected: str) -> None:
+    values = {"service": {"type": service_type}}
+    notes = chart.render(values, name=RELEASE, namespace=NAMESPACE)["toolgraph/templates/NOTES.txt"]
+    assert expected in notes
+
+
+def test_the_chart_and_the_images_follow_the_package_version() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    chart_meta = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart_meta["appVersion"] == version
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    assert compose["services"]["toolgraph"]["image"] == f"toolgraph:{version}-cpu"
 
 
 def test_every_values_key_is_commented() -> None:
