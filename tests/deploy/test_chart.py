@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,6 +150,22 @@ def test_gpu_values_request_gpus_and_schedule_on_gpu_nodes(chart: helm.Chart) ->
         "maxUnavailable": 1,
         "selector": one(objects, "Deployment")["spec"]["selector"],
     }
+
+
+def test_the_readmes_gpu_values_install(chart: helm.Chart) -> None:
+    """The values file the README's GPU walk-through shows renders and validates."""
+    readme = (ROOT / "README.md").read_text()
+    walkthrough = readme[readme.index("### Kubernetes on GPU nodes") :]
+    block = re.search(r"```yaml\n(.*?)```", walkthrough, re.DOTALL)
+    assert block is not None
+    values = yaml.safe_load(textwrap.dedent(block[1]))
+    objects = render(chart, values)
+    for obj in objects:
+        if obj["apiVersion"] != "monitoring.coreos.com/v1":
+            validate_object(obj, KUBE_VERSIONS[-1], strict=True)
+    assert container(objects)["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert container(objects)["image"] == "registry.example.com/toolgraph:0.1.0-gpu"
+    assert one(objects, "ConfigMap", f"{RELEASE}-toolgraph-dashboard")
 
 
 def test_the_gpu_count_is_the_values_count(chart: helm.Chart) -> None:
