@@ -16,7 +16,7 @@ from starlette.responses import Response
 
 from proxy import health, metrics, models_router
 from proxy.auth import authenticate
-from proxy.chat.router import router as chat_router
+from proxy.chat.router import routes as chat_routes
 from proxy.chat.service import ChatService, Upstreams
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
@@ -42,7 +42,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.master_key = master_key.get_secret_value().encode() if master_key else None
     app.state.router = ModelRouter(settings)
     app.state.started_at = int(time.time())
-    app.include_router(chat_router, dependencies=[Depends(authenticate)])
+    app.router.routes.extend(chat_routes)
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
     _add_error_handlers(app, settings.secrets())

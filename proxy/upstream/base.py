@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -10,6 +11,8 @@ from typing import Any, Protocol
 from proxy import metrics
 from proxy.context import RequestContext
 from proxy.upstream.routing import Target
+
+log = logging.getLogger(__name__)
 
 # Headers of the upstream's answer that the client should see: the SDK's retry
 # logic reads retry-after and x-should-retry, dashboards read the rate limits.
@@ -59,6 +62,7 @@ def observe_wait(model: str, started: float, context: RequestContext, outcome: s
     waited = time.perf_counter() - started
     context.upstream_seconds += waited
     metrics.UPSTREAM_LATENCY.labels(model, outcome).observe(waited)
+    log.info("upstream %s %s %.1fms", model, outcome, waited * 1000)
 
 
 def record_usage(model: str, usage: object) -> None:
