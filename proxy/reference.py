@@ -1,17 +1,22 @@
-"""The README's configuration and metrics references, generated from the code.
+"""The references that follow the code: the README's settings and metrics tables,
+and the settings the Helm chart's values schema accepts under ``config``.
 
-The settings table comes from :class:`proxy.config.Settings` (field names, types,
-defaults, descriptions), the metrics table from the collectors in
-:mod:`proxy.metrics`; a test fails when the README drifts from either.
+The settings come from :class:`proxy.config.Settings` (field names, types, defaults,
+descriptions), the metrics from the collectors in :mod:`proxy.metrics`; tests fail
+when a file drifts from them.
 
-    python -m proxy.reference                   # print both sections
-    python -m proxy.reference --write README.md # rewrite them in place
-    python -m proxy.reference --check README.md # exit 1 when they are stale
+    python -m proxy.reference                      # print the README sections
+    python -m proxy.reference --write FILE...      # rewrite them in place
+    python -m proxy.reference --check FILE...      # exit 1 when any is stale
+
+FILE is README.md (between the ``<!-- settings:start -->``-style markers) or a
+chart's ``values.schema.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import types
 from collections.abc import Iterator
@@ -98,26 +103,44 @@ def update_text(text: str) -> str:
     return text
 
 
+def update_values_schema(text: str) -> str:
+    """A chart's values.schema.json whose ``config`` accepts exactly the settings."""
+    schema = json.loads(text)
+    schema["properties"]["config"]["properties"] = {
+        name: {"description": field.description or name}
+        for name, field in Settings.model_fields.items()
+    }
+    return json.dumps(schema, indent=2) + "\n"
+
+
+def update_file(path: Path, text: str) -> str:
+    return update_values_schema(text) if path.suffix == ".json" else update_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m proxy.reference", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m proxy.reference",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", type=Path, metavar="README", help="rewrite the sections")
-    action.add_argument("--check", type=Path, metavar="README", help="exit 1 if they are stale")
+    action.add_argument("--write", type=Path, nargs="+", metavar="FILE", help="rewrite them")
+    action.add_argument("--check", type=Path, nargs="+", metavar="FILE", help="exit 1 if stale")
     args = parser.parse_args(argv)
     if args.write is None and args.check is None:
         for section in SECTIONS:
             print(f"{_markers(section)[0]}\n{render(section)}\n{_markers(section)[1]}")
         return 0
-    path: Path = args.write or args.check
-    current = path.read_text(encoding="utf-8")
-    updated = update_text(current)
-    if args.check is not None:
-        if updated != current:
-            print(f"{path}: the reference is stale; run python -m proxy.reference --write {path}")
-            return 1
-        return 0
-    path.write_text(updated, encoding="utf-8")
-    return 0
+    stale = 0
+    for path in args.write or args.check:
+        current = path.read_text(encoding="utf-8")
+        updated = update_file(path, current)
+        if args.write is not None:
+            path.write_text(updated, encoding="utf-8")
+        elif updated != current:
+            print(f"{path}: stale; run python -m proxy.reference --write {path}")
+            stale = 1
+    return stale
 
 
 def _markers(section: str) -> tuple[str, str]:

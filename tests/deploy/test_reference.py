@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from proxy.config import ConfigError, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+VALUES_SCHEMA = ROOT / "helm" / "toolgraph" / "values.schema.json"
+REGENERATE = "run: python -m proxy.reference --write README.md helm/toolgraph/values.schema.json"
 
 
 def section(name: str) -> str:
@@ -22,15 +25,16 @@ def section(name: str) -> str:
 
 
 def test_the_readme_settings_reference_is_current() -> None:
-    assert section("settings") == reference.render_settings(), (
-        "run: python -m proxy.reference --write README.md"
-    )
+    assert section("settings") == reference.render_settings(), REGENERATE
 
 
 def test_the_readme_metrics_reference_is_current() -> None:
-    assert section("metrics") == reference.render_metrics(), (
-        "run: python -m proxy.reference --write README.md"
-    )
+    assert section("metrics") == reference.render_metrics(), REGENERATE
+
+
+def test_the_charts_values_schema_accepts_the_current_settings() -> None:
+    current = VALUES_SCHEMA.read_text()
+    assert reference.update_values_schema(current) == current, REGENERATE
 
 
 def test_the_references_sit_in_the_operations_section() -> None:
@@ -75,6 +79,17 @@ def test_check_reports_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixt
     assert reference.main(["--write", str(stale)]) == 0
     assert reference.main(["--check", str(stale)]) == 0
     assert stale.read_text().startswith("# x\n<!-- settings:start -->\n| key (YAML)")
+
+
+def test_write_brings_a_values_schema_up_to_date(tmp_path: Path) -> None:
+    schema = json.loads(VALUES_SCHEMA.read_text())
+    schema["properties"]["config"]["properties"] = {"removed_setting": {}}
+    stale = tmp_path / "values.schema.json"
+    stale.write_text(json.dumps(schema))
+    assert reference.main(["--check", str(stale)]) == 1
+    assert reference.main(["--write", str(stale)]) == 0
+    properties = json.loads(stale.read_text())["properties"]["config"]["properties"]
+    assert set(properties) == set(Settings.model_fields)
 
 
 def test_defaults_are_shown_as_the_model_has_them() -> None:
