@@ -182,6 +182,23 @@ def test_every_toolgraph_metric_has_a_panel() -> None:
     assert not missing, f"add panels to {DASHBOARD.relative_to(ROOT)} for {missing}"
 
 
+def test_panels_have_unique_ids_and_do_not_overlap() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in panels:
+        grid = panel["gridPos"]
+        assert grid["x"] + grid["w"] <= 24, panel["title"]
+        area = {
+            (x, y)
+            for x in range(grid["x"], grid["x"] + grid["w"])
+            for y in range(grid["y"], grid["y"] + grid["h"])
+        }
+        assert not area & cells, f"{panel['title']} overlaps another panel"
+        cells |= area
+
+
 def test_every_defined_metric_is_exposed(exposition: dict[str, set[str]]) -> None:
     for metric in metric_collectors():
         for name in exposed_names(metric):
