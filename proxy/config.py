@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -84,6 +92,68 @@ class Timeouts(_Section):
     request: float = Field(default=900.0, gt=0, description="Seconds one request may take.")
 
 
+class ToolCredential(_Section):
+    """A secret an HTTP tool needs, added to its calls to one host and shown to no LLM."""
+
+    host: str = Field(min_length=1, description="Host the secret is sent to (exact name).")
+    env: str = Field(min_length=1, description="Environment variable that holds the secret.")
+    header: str | None = Field(default=None, description="Header that carries it.")
+    query: str | None = Field(default=None, description="Query parameter that carries it.")
+    prefix: str = Field(default="", description="Text before the secret, e.g. `Bearer `.")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> ToolCredential:
+        if (self.header is None) == (self.query is None):
+            raise ValueError("a tool credential needs exactly one of header or query")
+        return self
+
+    def value(self) -> str | None:
+        return os.environ.get(self.env)
+
+
+class Executor(_Section):
+    """How the proxy runs tools itself (orchestrate mode)."""
+
+    max_concurrency: int = Field(default=32, gt=0, description="Tool calls running at once.")
+    max_per_host: int = Field(
+        default=4, gt=0, description="Tool calls running at once against one host."
+    )
+    call_timeout: float = Field(default=30.0, gt=0, description="Seconds one tool call may take.")
+    deadline: float = Field(
+        default=120.0, gt=0, description="Seconds all tool calls of one request may take."
+    )
+    retries: int = Field(
+        default=2, ge=0, le=10, description="Retries of an idempotent HTTP call on 429/5xx/errors."
+    )
+    retry_backoff: float = Field(
+        default=0.25, ge=0, description="Seconds before the first retry; doubles each time."
+    )
+    max_response_bytes: int = Field(
+        default=1024 * 1024, gt=0, description="Largest tool response read; a larger one fails."
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Hosts HTTP tools may call (`api.example.com`, `*.example.com`); "
+        "empty allows every public host.",
+    )
+    allow_private_networks: bool = Field(
+        default=False,
+        description="Let tools reach private, loopback and link-local addresses.",
+    )
+    credentials: list[ToolCredential] = Field(
+        default_factory=list, description="Secrets added to HTTP tool calls, by host."
+    )
+    sandbox_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds a built-in tool may compute."
+    )
+    sandbox_memory_mb: int = Field(
+        default=1024, ge=256, description="Address space of a built-in tool's process, in MiB."
+    )
+    compress_chars: int = Field(
+        default=1024, gt=0, description="Tool responses longer than this are compressed."
+    )
+
+
 class Settings(BaseSettings):
     """Everything toolgraph can be told. Field descriptions are the reference docs."""
 
@@ -139,6 +209,7 @@ class Settings(BaseSettings):
     models: list[ModelRoute] = Field(default_factory=list, description="The routing table.")
     limits: Limits = Field(default_factory=Limits)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    executor: Executor = Field(default_factory=Executor)
 
     @field_validator("upstream_base_url")
     @classmethod
@@ -161,6 +232,7 @@ class Settings(BaseSettings):
         """Every key toolgraph knows, so that none is ever echoed to a client."""
         keys = [s.get_secret_value() for s in (self.upstream_api_key, self.master_key) if s]
         keys += [key for route in self.models if (key := route.api_key())]
+        keys += [key for cred in self.executor.credentials if (key := cred.value())]
         return keys
 
     @classmethod

@@ -5,13 +5,19 @@ ToolgraphError                 status, type, code, param: what the client sees
  ├── RequestTooLarge           413 invalid_request_error
  ├── AuthenticationFailed      401 authentication_error
  ├── NotFound                  404 not_found_error (routes, unknown models)
+ ├── ClientClosedRequest       499, for the metrics only: nobody is left to read it
  ├── UpstreamError             the upstream's own status, type, code and message
  │    ├── UpstreamUnreachable  502 (connection refused, reset, protocol error)
  │    └── UpstreamTimeout      504 (no answer within the configured time)
+ ├── ToolError                 502 tool_error: a tool call the proxy made failed
+ │    ├── ToolTimeout          504 (the call or the request's deadline ran out)
+ │    ├── ToolInputRejected    400 (arguments a tool refuses: hostile, too large, invalid)
+ │    ├── ToolResponseTooLarge 502 (the response passed the size cap)
+ │    └── EgressDenied         403 (the egress policy refuses the host or its address)
  └── InternalError             500, never with details
 
 Third-party exceptions (httpx, litellm) are translated where they enter, in
-``proxy.upstream``; everything above this module raises only these.
+``proxy.upstream`` and ``proxy.execute.invocation``; everything above raises only these.
 """
 
 from __future__ import annotations
@@ -90,6 +96,12 @@ class NotFound(ToolgraphError):
     type = "not_found_error"
 
 
+class ClientClosedRequest(ToolgraphError):
+    status = 499
+    type = "client_closed_request"
+    code = "client_closed_request"
+
+
 class UpstreamError(ToolgraphError):
     status = 502
     type = "upstream_error"
@@ -103,6 +115,33 @@ class UpstreamUnreachable(UpstreamError):
 class UpstreamTimeout(UpstreamError):
     status = 504
     code = "upstream_timeout"
+
+
+class ToolError(ToolgraphError):
+    """A tool call failed; ``param`` names the tool when known."""
+
+    status = 502
+    type = "tool_error"
+    code = "tool_failed"
+
+
+class ToolTimeout(ToolError):
+    status = 504
+    code = "tool_timeout"
+
+
+class ToolInputRejected(ToolError):
+    status = 400
+    code = "invalid_tool_input"
+
+
+class ToolResponseTooLarge(ToolError):
+    code = "tool_response_too_large"
+
+
+class EgressDenied(ToolError):
+    status = 403
+    code = "egress_denied"
 
 
 class InternalError(ToolgraphError):

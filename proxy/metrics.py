@@ -67,6 +67,28 @@ UPSTREAM_TOKENS = Counter(
     ["model", "kind"],
 )
 
+TOOL_CALLS = Counter(
+    "toolgraph_tool_calls_total",
+    "Tool calls the proxy made, by tool and outcome (ok, failed, timeout, skipped, cancelled).",
+    ["tool", "outcome"],
+)
+TOOL_CALL_LATENCY = Histogram(
+    "toolgraph_tool_call_duration_seconds",
+    "Time one tool call took, retries included, by tool and outcome.",
+    ["tool", "outcome"],
+    buckets=_LATENCY_BUCKETS,
+)
+TOOL_RESPONSE_BYTES = Counter(
+    "toolgraph_tool_response_bytes_total",
+    "Bytes of tool responses before and after compression, by stage (raw, compressed).",
+    ["stage"],
+)
+CACHE_LOOKUPS = Counter(
+    "toolgraph_cache_lookups_total",
+    "Cache lookups by cache and result (hit, miss).",
+    ["cache", "result"],
+)
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text of this process, or of all workers in multiprocess mode."""

@@ -20,6 +20,7 @@ from proxy.auth import authenticate
 from proxy.chat.protocol import parse_request
 from proxy.chat.service import ChatService
 from proxy.context import RequestContext
+from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest, RequestTooLarge
 
 # Keep-alive comments on a quiet stream, for proxies that drop idle connections.
@@ -36,9 +37,12 @@ async def create_chat_completion(request: Request) -> Response:
     chat_request = parse_request(body)
     service.check_limits(chat_request)
     if not chat_request.stream:
-        reply = await service.complete(chat_request, body, raw, context)
+        async with cancelled_on_disconnect(request.receive):
+            reply = await service.complete(chat_request, body, raw, context)
         return Response(reply.content, media_type="application/json", headers=reply.headers)
-    stream = await service.open_stream(chat_request, body, raw, context)
+    async with cancelled_on_disconnect(request.receive):
+        stream = await service.open_stream(chat_request, body, raw, context)
+    # From here on sse-starlette watches for the disconnect and cancels the relay.
     return EventSourceResponse(
         service.relay_events(stream, context),
         headers=stream.headers,

@@ -238,3 +238,22 @@ def test_client_disconnect_closes_the_upstream_call(
     while upstream.disconnects == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert upstream.disconnects == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_leaving_before_the_answer_cancels_the_upstream_call(
+    proxy: ServerThread, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.enqueue(Script(hang=True))
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            f"{proxy.url}{CHAT}",
+            json={"model": "m", "stream": stream, "messages": user("x")},
+            timeout=httpx.Timeout(5, read=0.5),
+        )
+    deadline = time.monotonic() + 10
+    while upstream.disconnects == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert upstream.disconnects == 1
+    metrics = httpx.get(f"{proxy.url}/metrics", timeout=10).text
+    assert 'route="/v1/chat/completions",status="499"' in metrics
