@@ -30,7 +30,15 @@ PIP_INSTALL_TIMEOUT_SECONDS = 20 * 60
 
 
 class ServiceError(Exception):
-    """A server that could not be started or did not become ready."""
+    """A server that could not be installed, started or made ready.
+
+    The message is one line; ``detail`` holds the end of its log or of pip's output.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
 
 
 def free_port() -> int:
@@ -127,15 +135,16 @@ def wait_ready(service: Service) -> None:
     while time.monotonic() < deadline:
         if service.process.poll() is not None:
             raise ServiceError(
-                f"{spec.name} exited with status {service.process.returncode}; "
-                f"the end of {service.log_path}:\n{service.log_tail()}"
+                f"{spec.name} exited with status {service.process.returncode} "
+                f"(its log: {service.log_path})",
+                service.log_tail(),
             )
         if _answers_ok(spec.port, spec.health_path):
             return
         time.sleep(0.1)
     raise ServiceError(
-        f"{spec.name} was not ready after {spec.ready_timeout:.0f} s; "
-        f"the end of {service.log_path}:\n{service.log_tail()}"
+        f"{spec.name} was not ready after {spec.ready_timeout:.0f} s (its log: {service.log_path})",
+        service.log_tail(),
     )
 
 
@@ -155,7 +164,7 @@ def fake_upstream_spec(port: int, delay_ms: float, root: Path) -> ServerSpec:
         name="fake upstream",
         port=port,
         argv=[
-            *(sys.executable, "-m", "eval.fake_upstream"),
+            *(sys.executable, "-m", "eval._bench_upstream"),
             *("--port", str(port), "--delay-ms", str(delay_ms)),
         ],
         env={"PYTHONPATH": str(root)},
@@ -287,11 +296,15 @@ def _run_streaming(argv: list[str], on_output: Callable[[str], None]) -> None:
     ) as process:
         assert process.stdout is not None
         for line in process.stdout:
-            tail = [*tail[-19:], line.rstrip()]
+            tail = [*tail[-7:], line.rstrip()[:300]]
             on_output(line.rstrip())
             if time.monotonic() > deadline:
                 process.kill()
-                raise ServiceError(f"{argv[0]} took over {PIP_INSTALL_TIMEOUT_SECONDS} s")
+                raise ServiceError(
+                    f"{' '.join(argv[2:])} took over {PIP_INSTALL_TIMEOUT_SECONDS} s",
+                    "\n".join(tail),
+                )
         status = process.wait()
     if status != 0:
-        raise ServiceError(f"{' '.join(argv)} failed ({status}):\n" + "\n".join(tail))
+        errors = [line for line in tail if line.startswith("ERROR")] or tail or ["no output"]
+        raise ServiceError(f"{' '.join(argv[2:])} failed: {errors[-1]}", "\n".join(tail))

@@ -1,14 +1,17 @@
 """How much latency toolgraph adds, against the upstream directly and LiteLLM's proxy.
 
-    python -m eval.bench_overhead            # the full run, about 6 to 10 minutes
+    python -m eval.bench_overhead            # the full run, about 8 minutes
     python -m eval.bench_overhead --quick    # a smoke run of about a minute
 
-One fake OpenAI upstream answers every request after a fixed 20 ms. The same
-small chat request (a system and a user message) goes to it three ways: directly,
-through toolgraph (one worker, relaying) and through LiteLLM's proxy (one worker,
-pass-through, installed in ``.bench/litellm-venv`` on first use), at 1, 16 and 64
-concurrent requests, streamed and not. Added latency is a proxy's p50 or p99 minus
-the direct path's at the same concurrency and mode.
+One fake OpenAI upstream (``eval.fake_upstream``, started through
+``eval._bench_upstream`` so that it keeps no log of requests) answers every
+request after a fixed 20 ms. The same small chat request (a system and a user
+message) goes to it three ways: directly, through toolgraph (one worker, relaying)
+and through LiteLLM's proxy (one worker, pass-through, installed in
+``.bench/litellm-venv`` on first use), at 1, 16 and 64 concurrent requests,
+streamed and not. Each cell warms up, then measures a fixed number of requests or
+for a bounded time, whichever ends first. Added latency is a proxy's p50 or p99
+minus the direct path's at the same concurrency and mode.
 
 Why 20 ms: long enough that the upstream's own timer jitter is small beside it,
 short enough that a cell at concurrency 1 takes seconds, and at concurrency 64 the
@@ -32,6 +35,7 @@ import datetime
 import os
 import platform
 import secrets
+import signal
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -40,6 +44,7 @@ from typing import Any
 import orjson
 import uvloop
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from eval import _bench_report as report
@@ -92,18 +97,25 @@ def main(argv: list[str] | None = None) -> int:
     # A pipe or a CI log gets a fixed width rather than rich's 80 columns.
     console = Console() if sys.stdout.isatty() else Console(width=120)
     started = _now()
+    # `kill` and `timeout` stop the run the way Ctrl-C does: servers first.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         with contextlib.ExitStack() as stack:
             setup = start_servers(plan, stack, console)
             cells = measure(plan, setup, console)
     except services.ServiceError as exc:
-        console.print(f"[bold red]benchmark aborted:[/bold red] {exc}")
+        console.print(f"[bold red]benchmark aborted:[/bold red] {escape(exc.message)}")
+        console.print(exc.detail, style="dim", markup=False, highlight=False)
         return 1
     except KeyboardInterrupt:
         console.print("[yellow]interrupted; the servers were stopped[/yellow]")
         return 130
     write_report(plan, setup, cells, started, console)
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -113,16 +125,18 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
-    parser.add_argument("--requests", type=int, help="measured requests per cell (2000)")
-    parser.add_argument("--warmup", type=int, help="unmeasured requests before them (200)")
-    parser.add_argument("--max-seconds", type=float, help="cap on each phase of a cell (60)")
+    parser.add_argument("--requests", type=int, help="measured requests per cell (1500)")
+    parser.add_argument(
+        "--warmup", type=int, help="unmeasured requests first, at least 2 per connection (100)"
+    )
+    parser.add_argument("--max-seconds", type=float, help="cap on each phase of a cell (45)")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the upstream's delay (20)")
     parser.add_argument("--no-litellm", action="store_true", help="toolgraph and direct only")
     return parser
 
 
 def _plan(args: argparse.Namespace) -> Plan:
-    requests, warmup, max_seconds = (200, 20, 10.0) if args.quick else (2000, 200, 60.0)
+    requests, warmup, max_seconds = (150, 10, 5.0) if args.quick else (1500, 100, 45.0)
     return Plan(
         delay_ms=args.delay_ms,
         requests=args.requests or requests,
@@ -161,8 +175,7 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
             except services.ServiceError as exc:
                 if service.spec.name != "litellm":
                     raise
-                setup.litellm_missing = f"LiteLLM's proxy did not start: {exc}"
-                console.print(f"[bold red]{setup.litellm_missing}[/bold red]")
+                _without_litellm(setup, console, "its proxy did not start", exc)
                 continue
             target = "direct" if service.spec.name == "fake upstream" else service.spec.name
             setup.endpoints[target] = Endpoint("127.0.0.1", service.spec.port)
@@ -179,15 +192,27 @@ def _litellm_spec(
         setup.litellm_missing = "skipped with --no-litellm"
         return None
     venv = WORK / "litellm-venv"
-    with console.status(f"litellm[proxy]=={services.LITELLM_VERSION} in {venv}") as status:
+    wanted = escape(f"litellm[proxy]=={services.LITELLM_VERSION} in {venv}")
+    with console.status(f"{wanted}: checking") as status:
         try:
-            services.ensure_litellm_venv(venv, lambda line: status.update(f"pip: {line[:100]}"))
+            services.ensure_litellm_venv(
+                venv, lambda line: status.update(f"{wanted}: {escape(line[:100])}")
+            )
         except (services.ServiceError, OSError) as exc:
-            setup.litellm_missing = f"installing litellm[proxy] failed: {exc}"
-            console.print(f"[bold red]{setup.litellm_missing}[/bold red]")
+            _without_litellm(setup, console, "installing it failed", exc)
             return None
     config_path = services.write_litellm_config(config, WORK / "litellm-config.yaml")
     return services.litellm_spec(services.free_port(), venv, config_path, setup.master_key)
+
+
+def _without_litellm(setup: Setup, console: Console, what: str, exc: Exception) -> None:
+    """Go on without LiteLLM, saying why here, in the table and in the JSON."""
+    message = exc.message if isinstance(exc, services.ServiceError) else str(exc)
+    detail = exc.detail if isinstance(exc, services.ServiceError) else ""
+    setup.litellm_missing = f"{what}: {message}"
+    setup.described["litellm"]["failure_detail"] = detail
+    console.print(f"[bold red]LiteLLM will NOT be measured: {what}[/bold red]: {escape(message)}")
+    console.print(detail, style="dim", markup=False, highlight=False)
 
 
 def request_body(stream: bool) -> bytes:
@@ -233,11 +258,12 @@ async def _measure_cell(
     headers = {"authorization": f"Bearer {setup.master_key}"}
     request = build_request(endpoint, request_body(key.stream), headers)
     cell = Cell(endpoint, request, key.concurrency, key.stream)
+    warmup = max(plan.warmup, 2 * key.concurrency)  # every connection open and used
     label = f"{key.target} c={key.concurrency} {key.mode}"
-    task = progress.add_task(label, total=plan.warmup + plan.requests)
+    task = progress.add_task(label, total=warmup + plan.requests)
     ticker = asyncio.create_task(_tick(progress, task, cell))
     try:
-        samples = await cell.run(plan.warmup, plan.requests, plan.max_seconds)
+        samples = await cell.run(warmup, plan.requests, plan.max_seconds)
     finally:
         ticker.cancel()
         progress.remove_task(task)
@@ -262,13 +288,15 @@ def write_report(
     console.print(report.results_table(cells, title))
     console.print(report.checks_table(checks))
     notes = list(NOTES)
-    if setup.litellm_missing:
-        notes.insert(0, f"LITELLM NOT MEASURED: {setup.litellm_missing}")
-        console.print(f"[bold red]LiteLLM was NOT measured:[/bold red] {setup.litellm_missing}")
     if plan.quick:
         notes.insert(0, "--quick smoke run: too few requests for stable p99 figures")
     for note in notes:
-        console.print(f"[dim]note: {note}[/dim]")
+        console.print(f"note: {note}", style="dim", markup=False, highlight=False)
+    if setup.litellm_missing:
+        notes.insert(0, f"LiteLLM NOT MEASURED: {setup.litellm_missing}")
+        console.print(
+            f"[bold red]LiteLLM was NOT measured[/bold red]: {escape(setup.litellm_missing)}"
+        )
     RESULTS.mkdir(parents=True, exist_ok=True)
     document = _document(plan, setup, cells, checks, notes, started)
     json_path, png_path = RESULTS / "bench_overhead.json", RESULTS / "bench_overhead.png"

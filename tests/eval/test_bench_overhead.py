@@ -6,6 +6,7 @@ Nothing here is timed; the reader's clock is a counter.
 from __future__ import annotations
 
 import asyncio
+import http.client
 from pathlib import Path
 
 import orjson
@@ -24,7 +25,9 @@ from eval._bench_client import (
     read_response,
 )
 from eval._bench_report import CellKey, Summary
+from eval._bench_upstream import _Unrecorded
 from eval.bench_overhead import request_body
+from eval.fake_upstream import FakeUpstream
 
 
 def _reader(*pieces: bytes) -> asyncio.StreamReader:
@@ -263,3 +266,19 @@ def test_litellm_routes_the_same_model_name_to_the_fake_upstream() -> None:
     assert entry["litellm_params"]["model"] == f"openai/{services.MODEL}"
     assert entry["litellm_params"]["api_base"] == "http://127.0.0.1:4321/v1"
     assert config["general_settings"]["disable_spend_logs"] is True
+
+
+def test_the_benchmark_upstream_answers_and_records_nothing() -> None:
+    fake = FakeUpstream()
+    fake.requests = _Unrecorded()
+    fake.start()
+    connection = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=10)
+    try:
+        connection.request("POST", "/v1/chat/completions", request_body(True))
+        response = connection.getresponse()
+        assert response.status == 200
+        assert response.read().endswith(b"data: [DONE]\n\n")
+    finally:
+        connection.close()
+        fake.stop()
+    assert fake.requests == []
