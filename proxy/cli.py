@@ -10,6 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from graph_store.cli import COMMANDS as GRAPH_COMMANDS
+from graph_store.cli import add_commands as add_graph_commands
+from graph_store.cli import run_command as run_graph_command
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.context import current_request_id
 
@@ -24,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return serve(settings, args.config)
+    if args.command in GRAPH_COMMANDS:
+        return run_graph_command(args, settings)
     parser.print_help()
     return 2
 
@@ -92,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--host", help="address to listen on (TOOLGRAPH_HOST)")
     serve_cmd.add_argument("--port", type=int, help="port to listen on (TOOLGRAPH_PORT)")
     serve_cmd.add_argument("--workers", type=int, help="worker processes (TOOLGRAPH_WORKERS)")
+    add_graph_commands(commands)
     return parser
 
 
