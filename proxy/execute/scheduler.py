@@ -1,0 +1,281 @@
+"""Run a :class:`ToolPlan`: each call starts the moment all of its inputs exist.
+
+A ready-queue over the DAG, driven by completions rather than levels: when a call
+finishes, each dependent's count of missing inputs drops, and a dependent whose
+count reaches zero starts at once (a task in the request's ``TaskGroup``, so no
+exception is lost and cancelling the request cancels every running call). A call
+that fails marks everything downstream of it skipped, and nothing else; the
+request's deadline cancels what still runs and skips what has not started.
+
+Concurrency is bounded twice, by one limit per host (taken first, so a call that
+waits for its host holds no global slot) and by one limit for the process; the
+:class:`Scheduler` that holds them lives as long as the app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from proxy import metrics
+from proxy.config import Executor
+from proxy.errors import ToolgraphError, ToolInputRejected
+from proxy.execute.plan import PlanNode, ToolPlan
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    SKIPPED = "skipped"  # a dependency failed, or the deadline came before it could start
+    CANCELLED = "cancelled"  # the request went away while it ran
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """One node's call as it happened; times are seconds since the plan started."""
+
+    node: PlanNode
+    outcome: Outcome | None = None
+    output: JsonValue = None
+    error: str = ""
+    arguments: dict[str, JsonValue] = field(default_factory=dict)
+    ready: float | None = None
+    started: float | None = None
+    finished: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.outcome is not None
+
+    def describe(self) -> str:
+        """A line for the answer: what this call did, or why it did not."""
+        name = f"{self.node.id} ({self.node.tool})"
+        if self.outcome is Outcome.OK:
+            return f"{name}: done"
+        return f"{name}: {self.outcome or 'not run'}: {self.error}"
+
+
+class NodeRunner(Protocol):
+    """Turns one plan node into one tool call; the executor's per-request half."""
+
+    def host(self, node: PlanNode) -> str:
+        """The host the call goes to, for the per-host limit (``local`` for in-process)."""
+        ...
+
+    async def run(
+        self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
+    ) -> JsonValue:
+        """Call the tool; ``context`` holds the outputs of every node it depends on."""
+        ...
+
+
+Observer = Callable[[CallRecord], None]
+
+
+@dataclass(slots=True)
+class PlanRun:
+    """Every node's record, in plan order, and how the run as a whole went."""
+
+    records: dict[str, CallRecord]
+    wall: float = 0.0
+    deadline_exceeded: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(record.outcome is Outcome.OK for record in self.records.values())
+
+    def outputs(self) -> dict[str, JsonValue]:
+        return {i: r.output for i, r in self.records.items() if r.outcome is Outcome.OK}
+
+    def unfinished(self) -> list[str]:
+        """What could not be done, one line per call, for the answer and the trace."""
+        return [r.describe() for r in self.records.values() if r.outcome is not Outcome.OK]
+
+
+class Scheduler:
+    """Runs plans under process-wide limits; one per app."""
+
+    def __init__(self, limits: Executor) -> None:
+        self._limits = limits
+        self._global = asyncio.Semaphore(limits.max_concurrency)
+        self._hosts: dict[str, asyncio.Semaphore] = {}
+
+    async def execute(
+        self, plan: ToolPlan, runner: NodeRunner, observer: Observer | None = None
+    ) -> PlanRun:
+        """Run every node of ``plan`` that can run; never raises for a failed call.
+
+        Cancelling the awaiting task cancels every running call and re-raises.
+        """
+        run = _Run(plan, runner, observer or _ignore, self)
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self._limits.deadline):
+                await run.until_done()
+        except TimeoutError:
+            run.close_at_deadline(self._limits.deadline)
+        result = PlanRun({n.id: run.records[n.id] for n in plan.nodes})
+        result.wall = time.perf_counter() - started
+        result.deadline_exceeded = run.deadline_passed
+        return result
+
+    def host_slot(self, host: str) -> asyncio.Semaphore:
+        slot = self._hosts.get(host)
+        if slot is None:
+            slot = self._hosts[host] = asyncio.Semaphore(self._limits.max_per_host)
+        return slot
+
+    @property
+    def global_slot(self) -> asyncio.Semaphore:
+        return self._global
+
+    @property
+    def call_timeout(self) -> float:
+        return self._limits.call_timeout
+
+
+class _Run:
+    """The state of one plan's execution."""
+
+    def __init__(
+        self, plan: ToolPlan, runner: NodeRunner, observer: Observer, scheduler: Scheduler
+    ) -> None:
+        self.plan = plan
+        self.runner = runner
+        self.observer = observer
+        self.scheduler = scheduler
+        self.records = {node.id: CallRecord(node) for node in plan.nodes}
+        self.missing = {node.id: len(node.dependencies) for node in plan.nodes}
+        self.dependents = plan.dependents()
+        self.clock = time.perf_counter()
+        self.deadline_passed = False
+        self._group: asyncio.TaskGroup | None = None
+
+    def now(self) -> float:
+        return time.perf_counter() - self.clock
+
+    async def until_done(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            self._group = group
+            for node in self.plan.nodes:
+                if self.missing[node.id] == 0:
+                    self._start(node)
+
+    def _start(self, node: PlanNode) -> None:
+        assert self._group is not None
+        self.records[node.id].ready = self.now()
+        self._group.create_task(self._call(node), name=f"tool:{node.id}:{node.tool}")
+
+    async def _call(self, node: PlanNode) -> None:
+        record = self.records[node.id]
+        host = self.runner.host(node)
+        async with self.scheduler.host_slot(host), self.scheduler.global_slot:
+            record.started = self.now()
+            self.observer(record)
+            try:
+                await self._invoke(node, record)
+            except asyncio.CancelledError:
+                self._finish(record, Outcome.CANCELLED, "the request was cancelled")
+                raise
+        self._release(record)
+
+    async def _invoke(self, node: PlanNode, record: CallRecord) -> None:
+        context = {d: self.records[d].output for d in node.dependencies}
+        timeout = node.timeout or self.scheduler.call_timeout
+        window = asyncio.timeout(timeout)
+        try:
+            record.arguments = bind_arguments(node, context)
+            async with window:
+                output = await self.runner.run(node, record.arguments, context)
+        except TimeoutError as exc:
+            if window.expired():
+                self._finish(record, Outcome.TIMEOUT, f"no result within {timeout:g}s")
+            else:
+                self._finish(record, Outcome.FAILED, f"timed out: {exc}")
+        except ToolgraphError as exc:
+            self._finish(record, Outcome.FAILED, exc.message)
+        except Exception as exc:  # a tool's own bug fails that call, never the request
+            log.warning("tool %s raised", node.tool, exc_info=True)
+            self._finish(record, Outcome.FAILED, f"{type(exc).__name__}: {exc}")
+        else:
+            record.output = output
+            self._finish(record, Outcome.OK)
+
+    def _finish(self, record: CallRecord, outcome: Outcome, error: str = "") -> None:
+        record.outcome, record.error = outcome, error
+        record.finished = self.now()
+        metrics.TOOL_CALLS.labels(record.node.tool, outcome).inc()
+        if record.started is not None:
+            metrics.TOOL_CALL_LATENCY.labels(record.node.tool, outcome).observe(
+                record.finished - record.started
+            )
+        self.observer(record)
+
+    def _release(self, record: CallRecord) -> None:
+        """Pass a finished call on to the calls that wait for it."""
+        for dependent_id in self.dependents[record.node.id]:
+            dependent = self.records[dependent_id]
+            if dependent.done:
+                continue
+            if record.outcome is not Outcome.OK:
+                reason = f"needs {record.node.id}, which did not succeed"
+                self._finish(dependent, Outcome.SKIPPED, reason)
+                self._release(dependent)
+                continue
+            self.missing[dependent_id] -= 1
+            if self.missing[dependent_id] == 0:
+                self._start(dependent.node)
+
+    def close_at_deadline(self, deadline: float) -> None:
+        self.deadline_passed = True
+        for record in self.records.values():
+            if record.outcome is Outcome.CANCELLED:
+                record.outcome = Outcome.TIMEOUT
+                record.error = f"the request's {deadline:g}s deadline for tools passed"
+            elif not record.done:
+                self._finish(record, Outcome.SKIPPED, "the request's deadline passed first")
+
+
+def bind_arguments(node: PlanNode, context: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """The node's planned arguments, with every bound input filled from its source."""
+    arguments = dict(node.arguments)
+    for binding in node.inputs:
+        if binding.target:
+            try:
+                arguments[binding.target] = select_path(context[binding.source], binding.path)
+            except KeyError as exc:
+                raise ToolInputRejected(
+                    f"input {binding.target} from {binding.source}: {exc.args[0]}",
+                    param=node.tool,
+                ) from None
+    return arguments
+
+
+def select_path(value: JsonValue, path: str) -> JsonValue:
+    """The value at a dotted ``path`` (``items.0.id``); :class:`KeyError` if absent."""
+    for part in path.split(".") if path else ():
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif (
+            isinstance(value, list)
+            and part.lstrip("-").isdigit()
+            and -len(value) <= int(part) < len(value)
+        ):
+            value = value[int(part)]
+        else:
+            raise KeyError(f"no {part!r} in the output at {path!r}")
+    return value
+
+
+def _ignore(record: CallRecord) -> None:
+    pass
