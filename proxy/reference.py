@@ -155,20 +155,14 @@ def _rows(fields: dict[str, FieldInfo], key_prefix: str, env_prefix: str) -> Ite
             yield from _rows(section.model_fields, f"{key}.", f"{env}__")
             continue
         item = _list_item_model(field.annotation)
-        env_cell = f"`{env}`" if env_prefix else "—"
+        # pydantic-settings reads lists and mappings from the environment as JSON.
+        json_valued = get_origin(field.annotation) in (list, dict)
+        env_cell = "—" if not env_prefix else f"`{env}` (JSON)" if json_valued else f"`{env}`"
+        type_name = f"list of {item.__name__}" if item else _type_name(field.annotation)
+        description = field.description or ""
+        yield SettingRow(key, env_cell, type_name, _default(field), description)
         if item is not None:
-            yield SettingRow(
-                key,
-                f"{env_cell} (JSON)" if env_prefix else env_cell,
-                f"list of {item.__name__}",
-                _default(field),
-                field.description or "",
-            )
             yield from _rows(item.model_fields, f"{key}[].", "")
-            continue
-        yield SettingRow(
-            key, env_cell, _type_name(field.annotation), _default(field), field.description or ""
-        )
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -218,6 +212,10 @@ def _default(field: FieldInfo) -> str:
         return "`[]`"
     if isinstance(value, BaseModel):
         return "see below"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if value == "":
+        return '`""`'
     if isinstance(value, Path):
         home = str(Path.home())
         shown = str(value)
