@@ -252,17 +252,39 @@ def cells_json(cells: Mapping[CellKey, Summary | None]) -> list[dict[str, Any]]:
                 "requests": summary.requests,
                 "errors": summary.errors,
                 "first_error": summary.first_error,
-                "latency_ms": {"p50": summary.p50_ms, "p99": summary.p99_ms},
+                "latency_ms": _pair(summary.p50_ms, summary.p99_ms),
                 "first_byte_ms": (
-                    {"p50": summary.first_byte_p50_ms, "p99": summary.first_byte_p99_ms}
+                    _pair(summary.first_byte_p50_ms, summary.first_byte_p99_ms)
                     if key.stream
                     else None
                 ),
-                "added_ms": {"p50": added[0], "p99": added[1]} if added else None,
-                "requests_per_second": summary.requests_per_second,
+                "added_ms": _pair(*added) if added else None,
+                "requests_per_second": round(summary.requests_per_second, 1),
             }
         rows.append(row)
     return rows
+
+
+def checks_json(checks: Iterable[Check]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": c.name,
+            "mode": c.mode,
+            "value": _round(c.value),
+            "limit": _round(c.limit),
+            "unit": c.unit,
+            "status": c.status,
+        }
+        for c in checks
+    ]
+
+
+def _pair(p50: float | None, p99: float | None) -> dict[str, float | None]:
+    return {"p50": _round(p50), "p99": _round(p99)}
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def plot_added(cells: Mapping[CellKey, Summary | None], path: Path, subtitle: str) -> None:

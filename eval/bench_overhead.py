@@ -36,6 +36,7 @@ import os
 import platform
 import secrets
 import signal
+import subprocess
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -63,6 +64,10 @@ MESSAGES = [
     },
     {"role": "user", "content": "Which terminal does the morning flight from Paris to Oslo use?"},
 ]
+CLIENT = (
+    "eval._bench_client: asyncio on uvloop, HTTP/1.1 keep-alive, one connection per "
+    "concurrent request, TCP_NODELAY; latency to the last byte, ttfb to the first body chunk"
+)
 NOTES = [
     "one worker per proxy; toolgraph at TOOLGRAPH_LOG_LEVEL=warning and LiteLLM at "
     "LITELLM_LOG=ERROR, so neither writes a log line per request",
@@ -153,7 +158,7 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
         master_key="sk-" + secrets.token_hex(32),
         described={
             "direct": {"upstream_delay_ms": plan.delay_ms},
-            "toolgraph": {"version": version("toolgraph"), "workers": 1},
+            "toolgraph": {"version": version("toolgraph"), "commit": _commit(), "workers": 1},
             "litellm": {"version": services.LITELLM_VERSION, "workers": 1},
         },
     )
@@ -328,6 +333,7 @@ def _document(
             "quick": plan.quick,
             "request_body": orjson.loads(request_body(stream=True)),
         },
+        "client": CLIENT,
         "machine": {
             "cpus": os.cpu_count(),
             "python": sys.version.split()[0],
@@ -337,9 +343,25 @@ def _document(
         "litellm_not_measured_because": setup.litellm_missing,
         "targets": setup.described,
         "cells": report.cells_json(cells),
-        "checks": [dataclasses.asdict(check) for check in checks],
+        "checks": report.checks_json(checks),
         "notes": notes,
     }
+
+
+def _commit() -> str | None:
+    """The commit measured, marked ``-dirty`` when the tree has changes."""
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return described.stdout.strip() or None
 
 
 def _now() -> str:
