@@ -292,7 +292,7 @@ def test_notes_tell_where_the_service_is(chart: helm.Chart) -> None:
 def test_the_dashboard_configmap_carries_the_deploy_dashboard(chart: helm.Chart) -> None:
     dashboard = ROOT / "deploy" / "grafana" / "dashboards" / "toolgraph.json"
     copy = CHART / "dashboards" / "toolgraph.json"
-    assert copy.read_text() == dashboard.read_text(), f"cp {dashboard} {copy}"
+    assert copy.read_text() == dashboard.read_text(), "run: python deploy/grafana/dashboard.py"
     objects = render(chart, values_of("gpu"))
     configmap = one(objects, "ConfigMap", f"{RELEASE}-toolgraph-dashboard")
     assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"

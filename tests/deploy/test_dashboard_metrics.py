@@ -15,6 +15,7 @@ those its collector declares, which prometheus_client enforces on every sample.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -216,6 +217,19 @@ def test_every_toolgraph_metric_has_a_panel() -> None:
         if not set(exposed_names(metric)) & queried
     ]
     assert not missing, f"add panels to {DASHBOARD.relative_to(ROOT)} for {missing}"
+
+
+def test_the_json_files_are_generated_from_dashboard_py() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "dashboard", DASHBOARD.parents[1] / "dashboard.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert DASHBOARD in module.OUTPUTS
+    for output in module.OUTPUTS:
+        assert output.read_text() == module.render(), "run: python deploy/grafana/dashboard.py"
 
 
 def test_panels_have_unique_ids_and_do_not_overlap() -> None:
