@@ -3,8 +3,8 @@
     python -m eval.bench_overhead            # the full run, about 8 minutes
     python -m eval.bench_overhead --quick    # a smoke run of about a minute
 
-One fake OpenAI upstream (``eval.fake_upstream``, started through
-``eval._bench_upstream`` so that it keeps no log of requests) answers every
+One fake OpenAI upstream (``python -m eval.fake_upstream``, which keeps no log of
+requests when run from the command line) answers every
 request after a fixed 20 ms. The same small chat request (a system and a user
 message) goes to it three ways: directly, through toolgraph (one worker, relaying)
 and through LiteLLM's proxy (one worker, pass-through, installed in

@@ -4,7 +4,8 @@ It stands in for the external LLM only, in the tests and in the overhead
 benchmark. Each request takes the next queued :class:`Script` (or the default
 one) and is answered as OpenAI's API would: a plain answer, streamed chunks with
 ``usage``, tool calls in both forms, an error, or a slow or hung answer. Every
-request is recorded so a test can check what reached the upstream.
+request is recorded (unless ``record=False``, as the command line runs it) so a
+test can check what reached the upstream.
 
     python -m eval.fake_upstream --port 9100 --delay-ms 20
 """
@@ -71,8 +72,11 @@ class RecordedRequest:
 class FakeUpstream:
     """Serve on 127.0.0.1 in a thread of its own; ``base_url`` ends in ``/v1``."""
 
-    def __init__(self, default: Script | None = None) -> None:
+    def __init__(self, default: Script | None = None, record: bool = True) -> None:
         self.default = default or Script()
+        # A benchmark's tens of thousands of kept requests make the garbage
+        # collector's full passes stall every answer in flight: it records nothing.
+        self.record = record
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0  # hung answers whose client went away
         self._queue: deque[Script] = deque()
@@ -156,7 +160,8 @@ class FakeUpstream:
         }
         body = await _read_body(reader, headers)
         parsed = orjson.loads(body) if body else None
-        self.requests.append(RecordedRequest(method, path, headers, parsed))
+        if self.record:
+            self.requests.append(RecordedRequest(method, path, headers, parsed))
         if path.endswith("/models") and method == "GET":
             await _send_json(
                 writer,
@@ -415,7 +420,7 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=0.0, help="wait before answering")
     parser.add_argument("--text", default=None, help="answer text (default: echo the user)")
     args = parser.parse_args()
-    fake = FakeUpstream(Script(text=args.text, delay=args.delay_ms / 1000))
+    fake = FakeUpstream(Script(text=args.text, delay=args.delay_ms / 1000), record=False)
     print(f"fake upstream on http://127.0.0.1:{args.port}/v1", flush=True)
     asyncio.run(fake.serve_forever(args.port))
 

@@ -25,7 +25,6 @@ from eval._bench_client import (
     read_response,
 )
 from eval._bench_report import CellKey, Summary
-from eval._bench_upstream import _Unrecorded
 from eval.bench_overhead import request_body
 from eval.fake_upstream import FakeUpstream
 
@@ -269,8 +268,7 @@ def test_litellm_routes_the_same_model_name_to_the_fake_upstream() -> None:
 
 
 def test_the_benchmark_upstream_answers_and_records_nothing() -> None:
-    fake = FakeUpstream()
-    fake.requests = _Unrecorded()
+    fake = FakeUpstream(record=False)
     fake.start()
     connection = http.client.HTTPConnection("127.0.0.1", fake.port, timeout=10)
     try:
