@@ -10,11 +10,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+from eval.retrieval import COMMANDS as EVAL_COMMANDS
+from eval.retrieval import add_commands as add_eval_commands
+from eval.retrieval import run_command as run_eval_command
 from graph_store.cli import COMMANDS as GRAPH_COMMANDS
 from graph_store.cli import add_commands as add_graph_commands
 from graph_store.cli import run_command as run_graph_command
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.context import current_request_id
+from retriever.cli import COMMANDS as RETRIEVER_COMMANDS
+from retriever.cli import add_commands as add_retriever_commands
+from retriever.cli import run_command as run_retriever_command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         return serve(settings, args.config)
     if args.command in GRAPH_COMMANDS:
         return run_graph_command(args, settings)
+    if args.command in RETRIEVER_COMMANDS:
+        return run_retriever_command(args, settings)
+    if args.command in EVAL_COMMANDS:
+        return run_eval_command(args, settings)
     parser.print_help()
     return 2
 
@@ -98,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--port", type=int, help="port to listen on (TOOLGRAPH_PORT)")
     serve_cmd.add_argument("--workers", type=int, help="worker processes (TOOLGRAPH_WORKERS)")
     add_graph_commands(commands)
+    add_retriever_commands(commands)
+    add_eval_commands(commands)
     return parser
 
 

@@ -32,6 +32,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from retriever.config import RetrieverConfig
+
 ENV_PREFIX = "TOOLGRAPH_"
 CONFIG_FILE_ENV = "TOOLGRAPH_CONFIG"
 
@@ -154,6 +156,10 @@ class Executor(_Section):
     )
 
 
+class Retriever(RetrieverConfig, _Section):
+    """Embeddings, the catalog index and select mode (see retriever/README.md)."""
+
+
 class Settings(BaseSettings):
     """Everything toolgraph can be told. Field descriptions are the reference docs."""
 
@@ -209,6 +215,7 @@ class Settings(BaseSettings):
     models: list[ModelRoute] = Field(default_factory=list, description="The routing table.")
     limits: Limits = Field(default_factory=Limits)
     timeouts: Timeouts = Field(default_factory=Timeouts)
+    retriever: Retriever = Field(default_factory=Retriever)
     executor: Executor = Field(default_factory=Executor)
 
     @field_validator("upstream_base_url")

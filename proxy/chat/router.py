@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,9 +21,7 @@ from proxy.chat.service import ChatService
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest, RequestTooLarge
-
-# Keep-alive comments on a quiet stream, for proxies that drop idle connections.
-SSE_PING_SECONDS = 15
+from proxy.streaming import EventStreamResponse
 
 
 async def create_chat_completion(request: Request) -> Response:
@@ -42,13 +39,7 @@ async def create_chat_completion(request: Request) -> Response:
         return Response(reply.content, media_type="application/json", headers=reply.headers)
     async with cancelled_on_disconnect(request.receive):
         stream = await service.open_stream(chat_request, body, raw, context)
-    # From here on sse-starlette watches for the disconnect and cancels the relay.
-    return EventSourceResponse(
-        service.relay_events(stream, context),
-        headers=stream.headers,
-        ping=SSE_PING_SECONDS,
-        sep="\n",
-    )
+    return EventStreamResponse(service.relay_events(stream, context), stream.headers)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
