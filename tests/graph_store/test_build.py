@@ -185,3 +185,21 @@ def test_a_taskbench_link_to_an_unknown_tool_is_named(tmp_path: Path) -> None:
     assert [(e.item, e.problem) for e in report.errors] == [
         ("links[0]", "no tool 'B' in the catalog")
     ]
+
+
+def test_a_bare_id_joins_only_tools_about_the_entity_it_names() -> None:
+    hits = {"type": "array", "items": {"type": "object", "properties": {"id": {"type": "string"}}}}
+    search = _tool("search_hotels", "hotels", {}, [], {"results": hits})
+    reviews = _tool("get_reviews", "hotels", {}, [], {"id": {"type": "string"}})
+    details = make_tool(
+        "hotel_details",
+        group="hotels",
+        parameters={
+            "type": "object",
+            "properties": {"id": {"type": "string", "description": "The id of the hotel"}},
+            "required": ["id"],
+        },
+    )
+    vague = _tool("get_thing", "hotels", {"id": "string"}, ["id"])  # says nothing of whose id
+    edges = schema_edges([search, reviews, details, vague])
+    assert [(e.src, e.dst, e.kind) for e in edges] == [(search.id, details.id, STRONG)]
