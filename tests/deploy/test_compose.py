@@ -140,6 +140,9 @@ def test_toolgraph_starts_from_the_composes_environment(
         assert re.match(rf"\w+://{store}:\d+", url), url
         assert store in services
     assert service["ports"][0]["target"] == settings.port
+    assert service["read_only"] is True
+    writable = {v["target"] for v in service["volumes"] if not v.get("read_only")}
+    assert writable | set(service["tmpfs"]) == {str(settings.data_dir), "/tmp"}
     assert settings.host == "0.0.0.0"
 
 
