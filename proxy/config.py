@@ -11,6 +11,7 @@ a :class:`ConfigError` that names the key.
 from __future__ import annotations
 
 import os
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from pydantic_settings import (
     InitSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
 from retriever.config import RetrieverConfig
@@ -264,6 +266,11 @@ def load_settings(config_file: Path | str | None = None, **overrides: Any) -> Se
         settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems += [_describe(error) for error in exc.errors()]
+        settings = None
+    except SettingsError as exc:  # a TOOLGRAPH_ list or mapping whose value is not JSON
+        field = re.search(r'field "([^"]+)"', str(exc))
+        name = field.group(1) if field else "a setting"
+        problems.append(f"{ENV_PREFIX}{name.upper()}: must be JSON for a list or mapping")
         settings = None
     finally:
         _file_data.reset(token)

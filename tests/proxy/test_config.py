@@ -171,3 +171,9 @@ def test_cli_exits_non_zero_with_one_readable_line(tmp_path: Path) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("toolgraph: invalid settings")
     assert "port (or TOOLGRAPH_PORT)" in lines[0]
+
+
+def test_non_json_list_in_env_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLGRAPH_MODELS", "not json")
+    with pytest.raises(ConfigError, match="TOOLGRAPH_MODELS: must be JSON"):
+        load_settings()
