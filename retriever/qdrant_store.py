@@ -1,0 +1,210 @@
+"""Qdrant as the system of record for a catalog's vectors.
+
+One collection per catalog and model (``<catalog>-<model>``: vectors of two models
+never share one), cosine distance, one point per tool with the payload
+``{tool_id, name, category, group, digest, text}`` (the text feeds BM25 at start-up).
+:meth:`QdrantCatalog.sync` re-embeds only tools whose document digest changed and
+deletes tools that left the catalog.
+Local mode (``path=``, under the data directory) and a server (``url=``) are the
+same API; local mode allows one client per folder.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from qdrant_client import QdrantClient, models
+
+from retriever.documents import ToolDocument
+from retriever.embedder import Vectors
+
+_UPSERT_BATCH = 512
+_SCROLL_BATCH = 2048
+_NAMESPACE = uuid.UUID("5d7a3f4e-0c55-4b8e-9a43-1f3f64b0c0de")
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    added: int
+    updated: int
+    removed: int
+    unchanged: int
+
+    def summary(self) -> str:
+        return (
+            f"{self.added} added, {self.updated} re-embedded, {self.removed} removed, "
+            f"{self.unchanged} unchanged"
+        )
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    tool_id: str
+    name: str
+    category: str
+    group: str
+    digest: str
+    text: str
+
+
+def open_client(data_dir: Path, url: str | None) -> QdrantClient:
+    if url:
+        return QdrantClient(url=url, timeout=30)
+    folder = data_dir / "qdrant"
+    folder.mkdir(parents=True, exist_ok=True)
+    return QdrantClient(path=str(folder))
+
+
+def collection_name(catalog: str, model: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", model.lower()).strip("-")
+    return f"{catalog}-{slug}"[:200]
+
+
+def point_id(tool_id: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, tool_id))
+
+
+class QdrantCatalog:
+    def __init__(self, client: QdrantClient, collection: str, dim: int) -> None:
+        self._client = client
+        self.collection = collection
+        self._dim = dim
+
+    def exists(self) -> bool:
+        return bool(self._client.collection_exists(self.collection))
+
+    def ensure(self) -> None:
+        if self.exists():
+            return
+        self._client.create_collection(
+            self.collection,
+            vectors_config=models.VectorParams(size=self._dim, distance=models.Distance.COSINE),
+        )
+        if not _is_local(self._client):  # local mode scans anyway and warns about indexes
+            for key in ("category", "group"):
+                self._client.create_payload_index(
+                    self.collection, key, field_schema=models.PayloadSchemaType.KEYWORD
+                )
+
+    def stored(self) -> dict[str, StoredPoint]:
+        """Every stored tool's payload, by tool id."""
+        return {point.tool_id: point for point, _ in self._scroll(with_vectors=False)}
+
+    def load(self) -> tuple[list[StoredPoint], Vectors]:
+        """Every point with its vector, in a stable order (by tool id)."""
+        rows = sorted(self._scroll(with_vectors=True), key=lambda row: row[0].tool_id)
+        if not rows:
+            return [], np.zeros((0, self._dim), dtype=np.float32)
+        vectors = np.asarray([vector for _, vector in rows], dtype=np.float32)
+        return [point for point, _ in rows], vectors
+
+    def sync(
+        self, documents: Sequence[ToolDocument], embed: Callable[[list[str]], Vectors]
+    ) -> SyncReport:
+        """Make the collection hold exactly ``documents``, embedding only what changed."""
+        self.ensure()
+        before = self.stored()
+        changed = [doc for doc in documents if _digest(before.get(doc.id)) != doc.digest]
+        for start in range(0, len(changed), _UPSERT_BATCH):
+            batch = changed[start : start + _UPSERT_BATCH]
+            vectors = embed([doc.text for doc in batch])
+            self._client.upsert(
+                self.collection,
+                points=[
+                    models.PointStruct(
+                        id=point_id(doc.id), vector=vector.tolist(), payload=_payload(doc)
+                    )
+                    for doc, vector in zip(batch, vectors, strict=True)
+                ],
+                wait=True,
+            )
+        gone = set(before) - {doc.id for doc in documents}
+        if gone:
+            self._client.delete(
+                self.collection,
+                points_selector=models.PointIdsList(points=[point_id(t) for t in sorted(gone)]),
+                wait=True,
+            )
+        added = sum(doc.id not in before for doc in changed)
+        return SyncReport(
+            added=added,
+            updated=len(changed) - added,
+            removed=len(gone),
+            unchanged=len(documents) - len(changed),
+        )
+
+    def search(
+        self,
+        vector: Vectors,
+        k: int,
+        *,
+        category: str | None = None,
+        group: str | None = None,
+    ) -> list[tuple[str, float]]:
+        """(tool id, cosine) best first, optionally within one category or group."""
+        conditions: list[models.Condition] = [
+            models.FieldCondition(key=key, match=models.MatchValue(value=value))
+            for key, value in (("category", category), ("group", group))
+            if value is not None
+        ]
+        response = self._client.query_points(
+            self.collection,
+            query=vector.tolist(),
+            limit=k,
+            query_filter=models.Filter(must=conditions) if conditions else None,
+            with_payload=["tool_id"],
+        )
+        return [(str((p.payload or {})["tool_id"]), float(p.score)) for p in response.points]
+
+    def _scroll(self, *, with_vectors: bool) -> list[tuple[StoredPoint, list[float]]]:
+        rows: list[tuple[StoredPoint, list[float]]] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            points, offset = self._client.scroll(
+                self.collection,
+                limit=_SCROLL_BATCH,
+                offset=offset,
+                with_payload=True,
+                with_vectors=with_vectors,
+            )
+            for point in points:
+                payload = point.payload or {}
+                vector = point.vector if isinstance(point.vector, list) else []
+                rows.append((_stored(payload), [float(x) for x in vector]))  # type: ignore[arg-type]
+            if offset is None:
+                return rows
+
+
+def _payload(doc: ToolDocument) -> dict[str, str]:
+    return {
+        "tool_id": doc.id,
+        "name": doc.name,
+        "category": doc.category,
+        "group": doc.group,
+        "digest": doc.digest,
+        "text": doc.text,
+    }
+
+
+def _stored(payload: dict[str, object]) -> StoredPoint:
+    return StoredPoint(
+        tool_id=str(payload.get("tool_id", "")),
+        name=str(payload.get("name", "")),
+        category=str(payload.get("category", "")),
+        group=str(payload.get("group", "")),
+        digest=str(payload.get("digest", "")),
+        text=str(payload.get("text", "")),
+    )
+
+
+def _digest(point: StoredPoint | None) -> str | None:
+    return point.digest if point is not None else None
+
+
+def _is_local(client: QdrantClient) -> bool:
+    return type(client._client).__name__ == "QdrantLocal"

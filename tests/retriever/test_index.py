@@ -1,0 +1,222 @@
+"""Documents, BM25, fusion, the exact matrix and Qdrant (local mode) kept in step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient
+
+from retriever.bulk import embed_documents
+from retriever.catalog import catalog_documents, load_index
+from retriever.config import RetrieverConfig
+from retriever.documents import (
+    Param,
+    ToolFields,
+    document_text,
+    function_fields,
+    make_document,
+    name_words,
+    tool_fields,
+)
+from retriever.embedder import Encoder, Vectors
+from retriever.fusion import reciprocal_rank_fusion, top_k
+from retriever.index import ToolIndex
+from retriever.lexical import BM25Index, tokenize
+from retriever.qdrant_store import QdrantCatalog
+from tests.retriever.catalog import catalog_tools, make_tool
+
+
+def test_enriched_documents_carry_names_groups_parameters_and_enums() -> None:
+    fields = ToolFields(
+        id="1",
+        name="getWeather_forecast",
+        description="Forecast by city.",
+        category="weather",
+        group="openweather",
+        group_description="Weather data for any location.",
+        params=(Param("units", "Unit system", ("metric", "imperial")),),
+    )
+    text = document_text(fields, "enriched")
+    assert text.splitlines()[0] == "get Weather forecast (openweather, weather)"
+    assert "Weather data for any location." in text
+    assert "units (Unit system): metric, imperial" in text
+    assert document_text(fields, "name_description") == "getWeather_forecast: Forecast by city."
+
+
+def test_a_document_digest_follows_its_text() -> None:
+    tool = catalog_tools()[0]
+    same = make_document(tool_fields(tool))
+    changed = make_document(tool_fields(tool.model_copy(update={"description": "Other."})))
+    assert same.digest == make_document(tool_fields(tool)).digest
+    assert same.digest != changed.digest
+
+
+def test_openai_functions_become_documents() -> None:
+    fields = function_fields(
+        {
+            "name": "set_mode",
+            "description": "Set the mode.",
+            "parameters": {"type": "object", "properties": {"mode": {"enum": ["a", "b"]}}},
+        },
+        id="t0",
+    )
+    assert fields.params == (Param("mode", "", ("a", "b")),)
+
+
+def test_identifiers_split_into_words() -> None:
+    assert name_words("vinDecoder_for-carAPI") == "vin Decoder for car API"
+    # "for" and "the" are stop words.
+    assert tokenize("vinDecoder_forCarAPI the VIN") == ["vin", "decoder", "car", "api", "vin"]
+
+
+def test_bm25_prefers_the_document_with_the_rare_word() -> None:
+    index = BM25Index(["weather in paris", "weather and vin numbers", "stock prices"])
+    scores = index.scores("decode a vin")
+    assert int(np.argmax(scores)) == 1
+    assert scores[2] == 0
+    assert not index.scores("zzzz unknown words").any()
+
+
+def test_top_k_orders_by_score_then_index() -> None:
+    scores = np.asarray([0.1, 0.9, 0.5, 0.9, 0.0], dtype=np.float32)
+    assert top_k(scores, 3).tolist() == [1, 3, 2]
+    assert top_k(scores, 10).tolist() == [1, 3, 2, 0, 4]
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    dense = np.asarray([0, 1, 2])
+    lexical = np.asarray([2, 3, 0])
+    fused = [index for index, _ in reciprocal_rank_fusion([dense, lexical], 4, constant=60)]
+    # 0: 1/61+1/63, 2: 1/63+1/61 (tie, lower index first), then 1 (1/62) before 3 (1/62)
+    assert fused == [0, 2, 1, 3]
+
+
+@pytest.fixture(scope="module")
+def index_and_vectors(encoder: Encoder) -> tuple[ToolIndex, Vectors]:
+    documents = catalog_documents(catalog_tools(), RetrieverConfig())
+    vectors = embed_documents(encoder, [d.text for d in documents], progress=False)
+    return ToolIndex(documents, vectors), vectors
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("will it rain in Lisbon tomorrow?", "get_weather_forecast"),
+        ("how many dollars is 50 euros", "convert_currency"),
+        ("text my friend that I'm late", "send_sms"),
+        ("what car is WVWZZZ1JZXW000001", "vin_decoder"),
+    ],
+)
+@pytest.mark.parametrize("method", ["dense", "hybrid"])
+def test_search_finds_the_tool(
+    index_and_vectors: tuple[ToolIndex, Vectors],
+    encoder: Encoder,
+    query: str,
+    expected: str,
+    method: str,
+) -> None:
+    index, _ = index_and_vectors
+    hits = index.search(encoder.encode([query])[0], query, 3, method=method)  # type: ignore[arg-type]
+    assert hits[0].name == expected
+
+
+def test_filters_keep_one_category_or_group(
+    index_and_vectors: tuple[ToolIndex, Vectors], encoder: Encoder
+) -> None:
+    index, _ = index_and_vectors
+    query = "weather forecast"
+    vector = encoder.encode([query])[0]
+    hits = index.search(vector, query, 10, category="finance")
+    assert {hit.category for hit in hits} == {"finance"}
+    assert len(hits) == 2
+    assert [h.name for h in index.search(vector, query, 10, group="twilio", method="bm25")] == []
+    assert [h.name for h in index.search(vector, query, 10, group="twilio")] == ["send_sms"]
+
+
+class CountingEncoder:
+    """The real encoder, counting the texts it is asked to embed."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self.inner = encoder
+        self.texts: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def encode(self, texts: list[str]) -> Vectors:
+        self.texts += texts
+        return self.inner.encode(texts)
+
+
+@pytest.fixture
+def qdrant(tmp_path: Path) -> Iterator[QdrantClient]:
+    client = QdrantClient(path=str(tmp_path / "qdrant"))
+    yield client
+    client.close()
+
+
+def test_qdrant_sync_embeds_only_what_changed(qdrant: QdrantClient, encoder: Encoder) -> None:
+    counting = CountingEncoder(encoder)
+    catalog = QdrantCatalog(qdrant, "tools-test", encoder.dim)
+    tools = catalog_tools()
+    config = RetrieverConfig()
+
+    def sync(current: list) -> object:  # type: ignore[type-arg]
+        docs = catalog_documents(current, config)
+        return catalog.sync(docs, lambda texts: embed_documents(counting, texts, progress=False))
+
+    first = sync(tools)
+    assert (first.added, first.updated, first.removed) == (10, 0, 0)  # type: ignore[attr-defined]
+    counting.texts.clear()
+    again = sync(tools)
+    assert again.unchanged == 10  # type: ignore[attr-defined]
+    assert counting.texts == []
+    edited = tools[1].model_copy(update={"description": "Pollen counts and air quality."})
+    report = sync([tools[0], edited, *tools[2:9]])  # and the VIN decoder leaves
+    assert (report.added, report.updated, report.removed) == (0, 1, 1)  # type: ignore[attr-defined]
+    assert len(counting.texts) == 1
+    assert "Pollen" in counting.texts[0]
+    assert len(catalog.stored()) == 9
+
+
+def test_the_matrix_and_qdrant_agree(qdrant: QdrantClient, encoder: Encoder) -> None:
+    config = RetrieverConfig()
+    catalog = QdrantCatalog(qdrant, "tools-test", encoder.dim)
+    catalog.sync(
+        catalog_documents(catalog_tools(), config),
+        lambda texts: embed_documents(encoder, texts, progress=False),
+    )
+    index = load_index(catalog, config)
+    assert len(index) == 10
+    for query, category in [("send a message", None), ("money", "finance"), ("trip", "travel")]:
+        vector = encoder.encode([query])[0]
+        in_process = index.search(vector, query, 3, method="dense", category=category)
+        stored = catalog.search(vector, 3, category=category)
+        assert [h.id for h in in_process] == [tool_id for tool_id, _ in stored]
+        assert np.allclose([h.score for h in in_process], [s for _, s in stored], atol=1e-4)
+
+
+def test_the_disk_cache_embeds_each_text_once(tmp_path: Path, encoder: Encoder) -> None:
+    counting = CountingEncoder(encoder)
+    first = embed_documents(
+        counting, ["a tool", "another tool"], cache_dir=tmp_path, progress=False
+    )
+    again = embed_documents(
+        counting, ["another tool", "a tool", "new"], cache_dir=tmp_path, progress=False
+    )
+    assert counting.texts == ["a tool", "another tool", "new"]
+    assert np.allclose(again[:2], first[::-1])
+
+
+def test_a_tool_with_no_parameters_still_gets_a_document() -> None:
+    tool = make_tool("ping", "misc", "util", "", {})
+    text = make_document(tool_fields(tool)).text
+    assert text == "ping (util, misc)"
