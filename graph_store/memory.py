@@ -77,6 +77,7 @@ class InProcessStore:
         self._edges: dict[EdgeKey, Edge] = {}
         self._out: dict[str, dict[EdgeKey, Edge]] = {}
         self._in: dict[str, dict[EdgeKey, Edge]] = {}
+        self._adjacency: dict[tuple[str, Direction], list[tuple[Edge, ToolRef]]] = {}
 
     @classmethod
     def open(cls, directory: Path) -> InProcessStore:
@@ -178,14 +179,24 @@ class InProcessStore:
     def edge_rows(
         self, tool_ids: Collection[str], kinds: Collection[EdgeKind], direction: Direction
     ) -> list[tuple[Edge, ToolRef]]:
-        index = self._out if direction == "out" else self._in
+        every_kind = len(set(kinds)) == len(_KINDS)
         rows: list[tuple[Edge, ToolRef]] = []
         for tool_id in tool_ids:
-            for edge in index.get(tool_id, {}).values():
-                if edge.kind in kinds:
-                    other = edge.dst if direction == "out" else edge.src
-                    rows.append((edge, self._entries[other]))
+            adjacent = self._adjacent(tool_id, direction)
+            rows += adjacent if every_kind else [row for row in adjacent if row[0].kind in kinds]
         return rows
+
+    def _adjacent(self, tool_id: str, direction: Direction) -> list[tuple[Edge, ToolRef]]:
+        """The edges at a tool with the tool at their other end, built once per change."""
+        cached = self._adjacency.get((tool_id, direction))
+        if cached is None:
+            index = self._out if direction == "out" else self._in
+            cached = [
+                (edge, self._entries[edge.dst if direction == "out" else edge.src])
+                for edge in index.get(tool_id, {}).values()
+            ]
+            self._adjacency[(tool_id, direction)] = cached
+        return cached
 
     def clear(self) -> None:
         with self._transaction():
@@ -255,6 +266,7 @@ class InProcessStore:
             {k: dict(v) for k, v in self._out.items()},
             {k: dict(v) for k, v in self._in.items()},
         )
+        self._adjacency = {}
         try:
             yield
             self._save()

@@ -152,9 +152,13 @@ class Edge(_Record):
 Direction = Literal["out", "in"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Neighbor:
-    """A tool reached from a set of tools over one edge (a dataclass: traversal is hot)."""
+    """A tool reached from a set of tools over one edge.
+
+    A plain slotted dataclass, not frozen: traversal is hot, and a frozen dataclass's
+    ``__init__`` costs a third of a neighbour lookup.
+    """
 
     tool_id: str
     name: str

@@ -8,6 +8,7 @@ neighbours is done here, once, so that both backends answer identically.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,14 +94,24 @@ def neighbors(
     """Tools one edge away from ``tool_ids``, best first.
 
     A tool reached several ways appears once, by its best edge: strong before weak
-    before sequential, then the heavier edge. The start tools themselves are left out.
+    before sequential, then the heavier edge, then by name. The start tools themselves
+    are left out.
     """
     start = set(tool_ids)
-    best: dict[str, Neighbor] = {}
+    best: dict[str, tuple[_Rank, Edge, ToolRef]] = {}
+    outgoing = direction == "out"
     for edge, other in store.edge_rows(start, kinds, direction):
         if other.id in start or (category is not None and other.category != category):
             continue
-        found = Neighbor(
+        rank = (edge.kind.rank, -edge.weight, other.name, edge.src if outgoing else edge.dst)
+        held = best.get(other.id)
+        if held is None or rank < held[0]:
+            best[other.id] = (rank, edge, other)
+    # Only the rows returned become objects: a hub's hundreds of edges stay tuples.
+    rows = best.values()
+    chosen = sorted(rows, key=_first) if limit is None else heapq.nsmallest(limit, rows, key=_first)
+    return [
+        Neighbor(
             tool_id=other.id,
             name=other.name,
             category=other.category,
@@ -108,17 +119,17 @@ def neighbors(
             weight=edge.weight,
             count=edge.count,
             resource=edge.resource,
-            via=edge.src if direction == "out" else edge.dst,
+            via=rank[3],
         )
-        held = best.get(other.id)
-        if held is None or _order(found) < _order(held):
-            best[other.id] = found
-    ranked = sorted(best.values(), key=_order)
-    return ranked if limit is None else ranked[:limit]
+        for rank, edge, other in chosen
+    ]
 
 
-def _order(n: Neighbor) -> tuple[int, float, str, str]:
-    return (n.kind.rank, -n.weight, n.name, n.via)
+_Rank = tuple[int, float, str, str]
+
+
+def _first(row: tuple[_Rank, Edge, ToolRef]) -> _Rank:
+    return row[0]
 
 
 def expand(

@@ -182,3 +182,12 @@ def test_stats_count_nodes_edges_degrees_and_components(graph: GraphStore) -> No
     # out-degrees: search 5, details 1, book 1, weather 0, review 0, lonely 0
     assert stats.out_degree == {0: 3, 1: 2, 5: 1}
     assert (stats.components, stats.largest_component) == (2, 5)
+
+
+def test_neighbours_see_every_change(graph: GraphStore) -> None:
+    assert [n.name for n in neighbors(graph, [review.id])] == []
+    graph.upsert_edges([edge(review, book, WEAK, 0.5, resource="hotel_id")])
+    assert [n.name for n in neighbors(graph, [review.id])] == ["book_hotel"]
+    graph.delete_tools([book.id])
+    assert [n.name for n in neighbors(graph, [review.id])] == []
+    assert [n.name for n in neighbors(graph, [search.id], [WEAK])] == []
