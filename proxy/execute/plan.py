@@ -25,7 +25,8 @@ class Binding(_Model):
     """An output of node ``source`` (the value at ``path`` in it) feeds input ``target``.
 
     ``path`` uses dots and list indices (``results.0.id``); empty means the whole
-    output. ``target`` empty means the value is context for argument generation only.
+    output. ``target`` is an argument name, dotted to reach inside an object argument
+    (``variables.f``); empty means the value is context for argument generation only.
     """
 
     source: str = Field(pattern=NODE_ID_PATTERN)

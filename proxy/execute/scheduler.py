@@ -15,6 +15,7 @@ waits for its host holds no global slot) and by one limit for the process; the
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -248,17 +249,30 @@ class _Run:
 
 def bind_arguments(node: PlanNode, context: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The node's planned arguments, with every bound input filled from its source."""
-    arguments = dict(node.arguments)
+    arguments = copy.deepcopy(node.arguments)
     for binding in node.inputs:
         if binding.target:
             try:
-                arguments[binding.target] = select_path(context[binding.source], binding.path)
+                value = select_path(context[binding.source], binding.path)
             except KeyError as exc:
                 raise ToolInputRejected(
                     f"input {binding.target} from {binding.source}: {exc.args[0]}",
                     param=node.tool,
                 ) from None
+            _place(arguments, binding.target, value)
     return arguments
+
+
+def _place(arguments: dict[str, JsonValue], target: str, value: JsonValue) -> None:
+    """Set ``value`` at a dotted ``target`` (``variables.a``), making objects on the way."""
+    *parents, last = target.split(".")
+    where = arguments
+    for part in parents:
+        inner = where.get(part)
+        if not isinstance(inner, dict):
+            inner = where[part] = {}
+        where = inner
+    where[last] = value
 
 
 def select_path(value: JsonValue, path: str) -> JsonValue:

@@ -1,0 +1,89 @@
+"""The sandbox's fork server: ``python -m proxy.tools.forkserver SOCKET``.
+
+It imports the tool pack once, says ``ready`` on stdout, and then forks one child
+per connection on the Unix socket. The child sends its pid, caps its own CPU time
+and address space, reads one length-prefixed JSON request, answers it and exits.
+The server leaves when its stdin closes (the proxy went away). It has one thread,
+so forking it is safe.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+
+from proxy.tools import pack
+
+HEADER = struct.Struct("!Q")
+MAX_REQUEST_BYTES = 64 * 1024
+
+
+def main(argv: list[str]) -> int:
+    path, cpu_seconds, memory_mb = argv[0], int(argv[1]), int(argv[2])
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(128)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    while True:
+        readable, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1024):
+            return 0
+        if listener in readable:
+            connection, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                _serve_one(connection, cpu_seconds, memory_mb)
+            connection.close()
+
+
+def _serve_one(connection: socket.socket, cpu_seconds: int, memory_mb: int) -> None:
+    """In the child: never returns."""
+    code = 1
+    try:
+        connection.sendall(HEADER.pack(os.getpid()))
+        _limit(cpu_seconds, memory_mb)
+        size = HEADER.unpack(_read(connection, HEADER.size))[0]
+        if size > MAX_REQUEST_BYTES:
+            return
+        reply = pack.call_json(_read(connection, size))
+        connection.sendall(HEADER.pack(len(reply)) + reply)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _limit(cpu_seconds: int, memory_mb: int) -> None:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(used.ru_utime + used.ru_stime) + cpu_seconds
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    space = _address_space() + memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (space, space))
+
+
+def _address_space() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _read(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,110 @@
+"""The built-in tools through their sandbox: real results, and hostile inputs contained."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from proxy.errors import ToolInputRejected, ToolTimeout
+from proxy.tools.sandbox import Sandbox
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[Sandbox]:
+    box = Sandbox(timeout=1.5, memory_mb=256)
+    await box.start()  # so that no test times the server's start
+    yield box
+    await box.aclose()
+
+
+def children(pid: int | None) -> list[int]:
+    """Live processes whose parent is ``pid``."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines())
+        except (OSError, ValueError):
+            continue
+        if fields.get("PPid", "").strip() == str(pid) and "Z" not in fields.get("State", ""):
+            found.append(int(status.parent.name))
+    return found
+
+
+async def test_a_call_computes_in_a_child_process(sandbox: Sandbox) -> None:
+    result = await sandbox.run(
+        "evaluate_expression",
+        {"expression": "sqrt(2/(2*pi*f*mu_0*sigma))", "variables": {"f": 1e9, "sigma": 5.8e7}},
+    )
+    assert isinstance(result, dict)
+    assert result["value"] == pytest.approx(2.09e-6, rel=2e-3)
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(
+            sandbox.run("calculate_integral", {"expression": f"x**{n}", "lower": 0, "upper": 1})
+            for n in range(8)
+        )
+    )
+    assert [r["value"] for r in results if isinstance(r, dict)] == [
+        pytest.approx(1 / (n + 1)) for n in range(8)
+    ]
+    assert time.perf_counter() - started < 5  # forks, not fresh interpreters
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["factorial(10**7)", "gamma(factorial(25))"],
+)
+async def test_a_runaway_computation_is_stopped_and_the_proxy_lives_on(
+    sandbox: Sandbox, expression: str
+) -> None:
+    started = time.perf_counter()
+    with pytest.raises(ToolTimeout, match=r"longer than 1\.5s"):
+        await sandbox.run("evaluate_expression", {"expression": expression})
+    assert time.perf_counter() - started < 1.5 + 1.0
+    await asyncio.sleep(0.2)
+    assert children(sandbox.server_pid) == []  # the child was killed, not left burning CPU
+    assert await sandbox.run("evaluate_expression", {"expression": "6*7"}) == {
+        "value": 42.0,
+        "exact": "42",
+    }
+
+
+async def test_hostile_expressions_are_refused_before_any_work(sandbox: Sandbox) -> None:
+    for expression in ("9**9**9**9", "__import__('os').system('touch /tmp/pwned')", "().__class__"):
+        started = time.perf_counter()
+        with pytest.raises(ToolInputRejected):
+            await sandbox.run("evaluate_expression", {"expression": expression})
+        assert time.perf_counter() - started < 1.0
+    with pytest.raises(ToolInputRejected, match="arguments over"):
+        await sandbox.run("evaluate_expression", {"expression": "1" * 100_000})
+
+
+async def test_a_memory_hungry_call_dies_alone() -> None:
+    # 256 MiB on top of the fork: a 200 by 200 Laplace grid fits, integrating a
+    # high power of a sum (SymPy expands it) does not; the server survives it.
+    box = Sandbox(timeout=20, memory_mb=256)
+    try:
+        with pytest.raises(ToolInputRejected, match="memory"):
+            await box.run("calculate_integral", {"expression": "(a+b+c+d+x)**300"})
+        result = await box.run(
+            "run_simulation",
+            {"sim_type": "laplace2d", "params": {"nx": 200, "top": 1, "max_iterations": 50}},
+        )
+        assert isinstance(result, dict)
+        assert result["iterations"] == 50
+    finally:
+        await box.aclose()
+
+
+async def test_closing_stops_the_fork_server(sandbox: Sandbox) -> None:
+    await sandbox.start()
+    pid = sandbox.server_pid
+    assert pid is not None
+    await sandbox.aclose()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
