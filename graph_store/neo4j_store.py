@@ -222,13 +222,13 @@ class Neo4jStore:
         return ToolGroup(**records[0].data()) if records else None
 
     def set_availability(self, scores: Mapping[str, float]) -> None:
-        tools = {tool_id: self.get_tool(tool_id) for tool_id in scores}
-        updated = [
-            Tool.model_validate({**tool.model_dump(), "availability": scores[tool_id]})
-            for tool_id, tool in tools.items()
-            if tool is not None and tool.id == tool_id
-        ]
-        self.upsert_tools(updated)
+        records = self._read(
+            "UNWIND $ids AS i MATCH (t:Tool {id: i}) RETURN t.data AS data", ids=list(scores)
+        )
+        tools = [Tool.model_validate_json(record["data"]) for record in records]
+        self.upsert_tools(
+            [Tool.model_validate({**t.model_dump(), "availability": scores[t.id]}) for t in tools]
+        )
 
     # --- graph -------------------------------------------------------------------
 
