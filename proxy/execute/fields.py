@@ -1,0 +1,160 @@
+"""Which fields of a tool's responses to keep: asked of an LLM once per tool, then cached.
+
+The LLM sees the tool's name and description and the field paths of an example
+response (the catalog's, or the first real one), with rules and worked examples
+(``prompts/select_fields.md``); it answers ``{"keep": [...]}``. Only paths that
+exist in the example are kept. The answer is cached per tool and per version of
+its description and example, in process or in Redis (shared by every pod);
+concurrent first calls for one tool share one LLM call. When the LLM fails or
+answers nonsense, the result is "no list" and the response is truncated instead;
+that outcome is cached too, for a shorter time, so a broken model is not asked on
+every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+from collections import OrderedDict
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import JsonValue
+from redis.asyncio import Redis
+
+from graph_store.models import Tool
+from proxy import metrics
+from proxy.errors import ToolgraphError
+from proxy.execute.compress import field_paths, known_paths
+from proxy.execute.llm import ChatModel, Message
+
+log = logging.getLogger(__name__)
+
+CACHE_NAME = "compress_fields"
+PROMPT = (Path(__file__).parent / "prompts" / "select_fields.md").read_text(encoding="utf-8")
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class FieldCache(Protocol):
+    async def get(self, key: str) -> list[str] | None: ...
+
+    async def put(self, key: str, fields: list[str], ttl_s: int) -> None: ...
+
+
+class MemoryFieldCache:
+    """In-process LRU; ``ttl_s`` is ignored (an entry lives until it is evicted)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, list[str]] = OrderedDict()
+
+    async def get(self, key: str) -> list[str] | None:
+        fields = self._entries.get(key)
+        if fields is not None:
+            self._entries.move_to_end(key)
+        return fields
+
+    async def put(self, key: str, fields: list[str], ttl_s: int) -> None:
+        self._entries[key] = fields
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+
+
+class RedisFieldCache:
+    """Shared by every proxy pod."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+
+    async def get(self, key: str) -> list[str] | None:
+        raw = await self._redis.get(key)
+        if raw is None:
+            return None
+        value = json.loads(raw)
+        return [str(item) for item in value] if isinstance(value, list) else None
+
+    async def put(self, key: str, fields: list[str], ttl_s: int) -> None:
+        await self._redis.set(key, json.dumps(fields), ex=ttl_s)
+
+
+class FieldSelector:
+    """Chooses, caches and shares each tool's field list."""
+
+    def __init__(
+        self,
+        cache: FieldCache,
+        *,
+        max_fields: int = 20,
+        ttl_s: int = 7 * 24 * 3600,
+        failure_ttl_s: int = 600,
+    ) -> None:
+        self._cache = cache
+        self._max_fields = max_fields
+        self._ttl_s = ttl_s
+        self._failure_ttl_s = failure_ttl_s
+        self._pending: dict[str, asyncio.Future[list[str]]] = {}
+
+    async def fields_for(
+        self, tool: Tool, example: JsonValue, model: ChatModel | None
+    ) -> list[str] | None:
+        available = field_paths(example)
+        if not available:
+            return None
+        key = cache_key(tool, available)
+        cached = await self._cache.get(key)
+        metrics.CACHE_LOOKUPS.labels(CACHE_NAME, "miss" if cached is None else "hit").inc()
+        if cached is not None:
+            return cached or None
+        if model is None:
+            return None
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._choose(key, tool, available, model))
+            self._pending[key] = pending
+            pending.add_done_callback(lambda _: self._pending.pop(key, None))
+        return await asyncio.shield(pending) or None
+
+    async def _choose(
+        self, key: str, tool: Tool, available: list[str], model: ChatModel
+    ) -> list[str]:
+        try:
+            reply = await model.reply(self._messages(tool, available), max_tokens=400)
+            chosen = known_paths(parse_keep(reply.text), available)[: self._max_fields]
+        except ToolgraphError as exc:
+            log.warning("field selection for %s failed: %s", tool.name, exc.message)
+            chosen = []
+        await self._cache.put(key, chosen, self._ttl_s if chosen else self._failure_ttl_s)
+        return chosen
+
+    def _messages(self, tool: Tool, available: list[str]) -> list[Message]:
+        listing = "\n".join(f"- {path}" for path in available)
+        user = (
+            f"Tool: {tool.name}\nDescription: {tool.description or '(none)'}\n\n"
+            f"Fields of its response:\n{listing}"
+        )
+        system = PROMPT.replace("{max_fields}", str(self._max_fields))
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def parse_keep(text: str) -> list[str]:
+    """The ``keep`` list of a reply, tolerating prose or code fences around the JSON."""
+    match = _JSON_OBJECT.search(text)
+    if match is None:
+        return []
+    try:
+        value = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return []
+    keep = value.get("keep") if isinstance(value, dict) else None
+    return [item for item in keep if isinstance(item, str)] if isinstance(keep, list) else []
+
+
+def cache_key(tool: Tool, available: list[str]) -> str:
+    digest = hashlib.blake2b(
+        "\0".join([tool.id, tool.description, *available]).encode(), digest_size=16
+    ).hexdigest()
+    return f"toolgraph:fields:{digest}"
