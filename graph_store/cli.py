@@ -174,8 +174,9 @@ def _progress_bar(stream: TextIO) -> Callable[[int, int], None] | None:
 
     def show(done: int, total: int) -> None:
         filled = 30 * done // max(total, 1)
-        end = "\n" if done == total else ""
-        stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} files{end}")
+        end = "\n" if done >= total else ""
+        mib = f"{done / 2**20:.1f}/{total / 2**20:.1f} MiB"
+        stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {mib}{end}")
         stream.flush()
 
     return show

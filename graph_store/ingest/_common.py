@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from pydantic import JsonValue, ValidationError
 
 from graph_store.errors import InvalidItem
 from graph_store.models import JsonSchema, Tool
+
+_PROGRESS_EVERY = 2000
 
 # Type words the catalogs use, folded into JSON Schema's.
 _TYPES = {
@@ -80,13 +83,22 @@ def read_json(path: Path) -> object:
         raise InvalidItem(str(path), f"line {exc.lineno}", f"not valid JSON: {exc.msg}") from None
 
 
-def read_json_lines(path: Path) -> Iterator[tuple[int, object | InvalidItem]]:
-    """Each line of a JSON-lines file (gzip when it ends in .gz), or the error it gave."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def read_json_lines(
+    path: Path, progress: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, object | InvalidItem]]:
+    """Each line of a JSON-lines file (gzip when it ends in .gz), or the error it gave.
+
+    ``progress`` hears now and then how many bytes of the file (compressed, for gzip)
+    have been read.
+    """
     try:
-        with opener(path, "rt", encoding="utf-8") as lines:
+        with path.open("rb") as raw:
+            stream = gzip.GzipFile(fileobj=raw) if path.suffix == ".gz" else raw
+            lines = io.TextIOWrapper(stream, encoding="utf-8")
             read_one = False
             for number, line in enumerate(lines, 1):
+                if progress is not None and number % _PROGRESS_EVERY == 0:
+                    progress(raw.tell())
                 if not line.strip():
                     continue
                 try:
@@ -99,7 +111,7 @@ def read_json_lines(path: Path) -> Iterator[tuple[int, object | InvalidItem]]:
                     continue
                 read_one = True
                 yield number, row
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InvalidItem(str(path), "file", f"cannot read it: {exc}") from None
 
 

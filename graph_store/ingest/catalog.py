@@ -34,6 +34,7 @@ _DOCUMENT_PARSERS = {
     "taskbench": parse_taskbench,
 }
 
+#: Told (bytes read, bytes in all) as an import goes.
 Progress = Callable[[int, int], None]
 
 
@@ -66,14 +67,17 @@ def import_paths(
     files = list(_files(paths))
     report = ImportReport(files=len(files))
     parsed = Parsed()
-    for done, (path, explicit) in enumerate(files, 1):
+    total, done = sum(_size(path) for path, _ in files), 0
+    for path, explicit in files:
+        within = None if progress is None else _within(progress, done, total)
         try:
-            parsed.extend(parse_file(path, fmt))
+            parsed.extend(parse_file(path, fmt, within))
         except InvalidItem as exc:
             # Found in a folder, a file that is no catalog at all is passed over.
             (report.errors if explicit else report.skipped).append(exc)
+        done += _size(path)
         if progress is not None:
-            progress(done, len(files))
+            progress(done, total)
     tools, clashes = unique_tools(parsed.tools, store.names())
     report.errors += parsed.errors + clashes
     known = set(store.names().values())
@@ -83,13 +87,18 @@ def import_paths(
     return report
 
 
-def parse_file(path: Path, fmt: str | None = None) -> Parsed:
-    """One file through its adapter; :class:`InvalidItem` when it cannot be read at all."""
+def parse_file(
+    path: Path, fmt: str | None = None, progress: Callable[[int], None] | None = None
+) -> Parsed:
+    """One file through its adapter; :class:`InvalidItem` when it cannot be read at all.
+
+    ``progress`` hears the bytes read so far of the big (JSON-lines) formats.
+    """
     fmt = fmt or _sniff_lines(path)
     if fmt == "toolbench":
-        return parse_corpus(path)
+        return parse_corpus(path, progress)
     if fmt == "seal":
-        return parse_seal(path)
+        return parse_seal(path, progress)
     document = read_json(path)
     fmt = fmt or _sniff_document(document)
     if fmt is None or fmt not in _DOCUMENT_PARSERS:
@@ -118,6 +127,17 @@ def unique_tools(tools: list[Tool], taken: dict[str, str]) -> tuple[list[Tool], 
         owner[tool.name] = tool.id
         kept[tool.id] = tool
     return list(kept.values()), errors
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _within(progress: Progress, done: int, total: int) -> Callable[[int], None]:
+    return lambda position: progress(done + position, total)
 
 
 def _files(paths: Iterable[Path]) -> Iterator[tuple[Path, bool]]:

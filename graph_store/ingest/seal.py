@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -24,9 +25,9 @@ from graph_store.names import normalise_name, tool_id
 FORMAT = "seal"
 
 
-def parse_seal(path: Path) -> Parsed:
+def parse_seal(path: Path, progress: Callable[[int], None] | None = None) -> Parsed:
     parsed = Parsed()
-    for number, row in read_json_lines(path):
+    for number, row in read_json_lines(path, progress):
         if isinstance(row, InvalidItem):
             parsed.errors.append(row)
             continue

@@ -8,6 +8,7 @@ spelling is kept as an alias so that its call logs find the tool.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -42,10 +43,10 @@ def _standardize(value: str) -> str:
     return f"get_{value}" if value[:1].isdigit() else value
 
 
-def parse_corpus(path: Path) -> Parsed:
+def parse_corpus(path: Path, progress: Callable[[int], None] | None = None) -> Parsed:
     """The BEIR-style corpus: one API per line with its tool's name and category."""
     parsed = Parsed()
-    for number, row in read_json_lines(path):
+    for number, row in read_json_lines(path, progress):
         if isinstance(row, InvalidItem):
             parsed.errors.append(row)
         elif not isinstance(row, dict):

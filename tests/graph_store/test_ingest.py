@@ -195,3 +195,17 @@ def test_a_forced_format_that_does_not_fit_is_an_error(fmt: str, store: GraphSto
     assert report.imported == 0
     assert len(report.errors) == 1
     assert report.errors[0].file == str(FIXTURES / "petstore.yaml")
+
+
+def test_a_long_import_reports_progress_within_a_file(shared_data: Path) -> None:
+    seal = shared_data / "extras" / "seal_tools" / "tool.jsonl.gz"
+    heard: list[tuple[int, int]] = []
+    report = import_paths(InProcessStore(), [seal], progress=lambda d, t: heard.append((d, t)))
+    assert report.imported == 4076
+    size = seal.stat().st_size
+    assert len(heard) >= 3  # every 2,000 lines, then the end
+    assert all(total == size for _, total in heard)
+    done = [d for d, _ in heard]
+    assert done == sorted(done)
+    assert 0 < done[0] < size
+    assert done[-1] == size
