@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eval.arcadedb_server import ArcadeDBServer
-from graph_store.build.graph import build_graph
+from graph_store.edges.build import build_graph
 from graph_store.ingest.catalog import import_paths
 from graph_store.ingest.toolbench import toolbench_name
 from graph_store.memory import InProcessStore

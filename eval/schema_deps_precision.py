@@ -1,4 +1,4 @@
-"""Precision of the schema rule pass (graph_store.build.schema_deps) on hand labels.
+"""Precision of the schema rule pass (graph_store.edges.schema_deps) on hand labels.
 
     python -m eval.schema_deps_precision                 # precision on the labels
     python -m eval.schema_deps_precision --sample 40     # print unlabelled edges to label
@@ -18,7 +18,7 @@ import json
 import random
 from pathlib import Path
 
-from graph_store.build.schema_deps import schema_edges
+from graph_store.edges.schema_deps import schema_edges
 from graph_store.ingest.catalog import import_paths
 from graph_store.memory import InProcessStore
 from graph_store.models import Edge, Tool

@@ -9,13 +9,15 @@ on stderr and a non-zero exit: 1 when some input was bad (after the rest was sto
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from graph_store.build.graph import build_graph
-from graph_store.errors import GraphStoreError, InvalidItem
+from graph_store.edges.build import build_graph
+from graph_store.edges.llm_deps import Judge, LlmReport, openai_judge
+from graph_store.errors import GraphStoreError, InvalidItem, JudgeUnavailable
 from graph_store.ingest.catalog import FORMATS, import_paths
 from graph_store.memory import InProcessStore
 from graph_store.models import ALL_KINDS, Direction, EdgeKind
@@ -46,6 +48,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     build.add_argument("--calls", nargs="+", type=Path, default=[], metavar="FILE")
     build.add_argument("--schema-deps", action="store_true", help="the response→input rules")
     build.add_argument("--taskbench-graph", nargs="+", type=Path, default=[], metavar="FILE")
+    build.add_argument(
+        "--llm-deps", action="store_true", help="have the upstream model judge the rule edges"
+    )
+    build.add_argument("--llm-model", help="model for --llm-deps (default: upstream_model)")
     _command(actions, "stats", "counts, degrees, components")
     for name, text in (("push", "copy the local graph to Neo4j"), ("pull", "copy Neo4j here")):
         transfer = _command(actions, name, text)
@@ -64,6 +70,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
     try:
         if args.action in ("push", "pull"):
             return _transfer(args, settings, out)
+        args.settings = settings
         store = open_store(settings)
         try:
             return _HANDLERS[(args.command, args.action)](args, store, out)
@@ -107,13 +114,43 @@ def _show(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:
 
 
 def _build(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:
-    if not (args.calls or args.schema_deps or args.taskbench_graph):
-        print("toolgraph: give --calls, --schema-deps or --taskbench-graph", file=sys.stderr)
+    if not (args.calls or args.schema_deps or args.taskbench_graph or args.llm_deps):
+        print(
+            "toolgraph: give --calls, --schema-deps, --taskbench-graph or --llm-deps",
+            file=sys.stderr,
+        )
         return 2
-    report = build_graph(store, args.calls, args.schema_deps, args.taskbench_graph)
+    judge = _judge(args) if args.llm_deps else None
+    report = build_graph(store, args.calls, args.schema_deps, args.taskbench_graph, judge)
+    if report.llm is not None:
+        _record_verdicts(args.settings.data_dir / "graph" / "llm_verdicts.jsonl", report.llm)
     _print_errors(report.errors)
     print(report.summary(), file=out)
     return 1 if report.errors else 0
+
+
+def _judge(args: argparse.Namespace) -> Judge:
+    settings: Settings = args.settings
+    model = args.llm_model or settings.upstream_model
+    if not model:
+        raise JudgeUnavailable("--llm-deps needs --llm-model or the upstream_model setting")
+    key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
+    return openai_judge(settings.upstream_base_url, key, model, settings.timeouts.upstream_read)
+
+
+def _record_verdicts(path: Path, report: LlmReport) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as log:
+        for verdict in report.verdicts:
+            row = {
+                "src": verdict.edge.src,
+                "dst": verdict.edge.dst,
+                "kind": verdict.edge.kind.value,
+                "reason": verdict.edge.reason,
+                "keep": verdict.keep,
+                "why": verdict.why,
+            }
+            log.write(json.dumps(row) + "\n")
 
 
 def _stats(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:

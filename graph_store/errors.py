@@ -25,6 +25,10 @@ class StoreUnavailable(GraphStoreError):
     """The backend cannot be used; the message says which and why."""
 
 
+class JudgeUnavailable(GraphStoreError):
+    """The model that confirms dependency edges could not be asked; says why."""
+
+
 class InvalidItem(GraphStoreError):
     def __init__(self, file: str, item: str, problem: str) -> None:
         super().__init__(f"{file}: {item}: {problem}")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from graph_store.build.graph import build_graph
-from graph_store.build.schema_deps import name_key, schema_edges
+from graph_store.edges.build import build_graph
+from graph_store.edges.schema_deps import name_key, schema_edges
 from graph_store.ingest.catalog import import_paths
 from graph_store.ingest.toolbench import toolbench_name
 from graph_store.memory import InProcessStore
