@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from eval.fake_upstream import FakeUpstream, Script
 from graph_store.neo4j_store import Neo4jStore
 from proxy.cli import main
 from tests.graph_store.conftest import FIXTURES
@@ -86,3 +88,48 @@ def test_push_and_pull_through_neo4j(
     assert main(["graph", "pull", "--neo4j", bolt_uri]) == 0
     assert capsys.readouterr().out == "copied 5 tools, 3 edges\n"
     neo4j_store.clear()
+
+
+def test_llm_deps_through_the_command_line(
+    tmp_path: Path,
+    upstream: FakeUpstream,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = [
+        {
+            "api_name": "createTicket",
+            "api_description": "Open a ticket",
+            "field": "IT/Support",
+            "parameters": {"title": {"type": "str", "description": "Title"}},
+            "required": ["title"],
+            "responses": {"ticket_id": {"type": "str", "description": "The ticket's id"}},
+        },
+        {
+            "api_name": "closeTicket",
+            "api_description": "Close a ticket",
+            "field": "IT/Support",
+            "parameters": {"ticket_id": {"type": "str", "description": "The ticket's id"}},
+            "required": ["ticket_id"],
+            "responses": {},
+        },
+    ]
+    catalog = tmp_path / "tool.jsonl"
+    catalog.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
+    assert main(["catalog", "import", str(catalog)]) == 0
+    assert main(["graph", "build", "--schema-deps"]) == 0
+    assert main(["graph", "build", "--llm-deps"]) == 2  # no model named anywhere
+    assert "needs --llm-model" in capsys.readouterr().err
+    upstream.enqueue(Script(text='{"verdicts": [{"edge": 0, "keep": false, "why": "no"}]}'))
+    assert main(["graph", "build", "--llm-deps", "--llm-model", "judge"]) == 0
+    assert "the model kept 0 and rejected 1" in capsys.readouterr().out
+    log = Path(os.environ["TOOLGRAPH_DATA_DIR"]) / "graph" / "llm_verdicts.jsonl"
+    [verdict] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (verdict["keep"], verdict["why"], verdict["reason"]) == (
+        False,
+        "no",
+        "ticket_id -> ticket_id",
+    )
+    assert main(["graph", "stats"]) == 0
+    assert "STRONG_DEP 0, WEAK_DEP 0" in capsys.readouterr().out
