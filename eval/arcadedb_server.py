@@ -33,9 +33,10 @@ def free_port() -> int:
 
 
 class ArcadeDBServer:
-    def __init__(self, root: Path, heap: str = "512m") -> None:
+    def __init__(self, root: Path, heap: str = "512m", retry_seconds: float = 1.0) -> None:
         self.root = root
         self.heap = heap
+        self.retry_seconds = retry_seconds
         self.bolt_port = free_port()
         self.uri = f"bolt://root:{PASSWORD}@127.0.0.1:{self.bolt_port}/{DATABASE}"
         self._process: subprocess.Popen[bytes] | None = None
@@ -61,7 +62,7 @@ class ArcadeDBServer:
             if self._process.poll() is not None:
                 raise ArcadeDBUnavailable(f"ArcadeDB exited: {self._log_tail()}")
             try:
-                Neo4jStore.from_uri(self.uri).close()
+                Neo4jStore.from_uri(self.uri, self.retry_seconds).close()
                 return self.uri
             except StoreUnavailable:
                 if time.monotonic() > deadline:

@@ -124,7 +124,8 @@ class Neo4jStore:
         self._run_write(lambda tx: [tx.run(statement).consume() for statement in _SCHEMA])
 
     @classmethod
-    def from_uri(cls, uri: str) -> Neo4jStore:
+    def from_uri(cls, uri: str, retry_seconds: float = 15.0) -> Neo4jStore:
+        """Connect; a query that meets a lost connection is retried for ``retry_seconds``."""
         parts = urlsplit(uri)
         auth = (unquote(parts.username or "neo4j"), unquote(parts.password or ""))
         netloc = parts.hostname or "localhost"
@@ -132,7 +133,12 @@ class Neo4jStore:
             netloc += f":{parts.port}"
         address = urlunsplit((parts.scheme, netloc, "", "", ""))
         database = parts.path.strip("/") or "neo4j"
-        driver = GraphDatabase.driver(address, auth=auth, connection_timeout=10.0)
+        driver = GraphDatabase.driver(
+            address,
+            auth=auth,
+            connection_timeout=10.0,
+            max_transaction_retry_time=retry_seconds,
+        )
         try:
             return cls(driver, database)
         except BaseException:
