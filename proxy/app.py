@@ -22,6 +22,7 @@ from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.middleware import ObservabilityMiddleware
 from proxy.responses import error_response
+from proxy.select.service import SelectService
 from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
 from proxy.upstream.translated import LiteLLMUpstream, load_litellm
@@ -64,11 +65,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         load_litellm()  # seconds of import, paid before the first request rather than in it
     session = make_session(settings.timeouts)
     upstreams = Upstreams(RelayUpstream(session), LiteLLMUpstream(settings.timeouts.request))
+    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    select = SelectService(settings.retriever, redis)
+    if settings.retriever.preload:
+        await select.start()  # else on the first select request: passthrough never loads it
     app.state.chat = ChatService(
-        router, upstreams, settings.limits, settings.timeouts.request, settings.secrets()
+        router,
+        upstreams,
+        settings.limits,
+        settings.timeouts.request,
+        settings.secrets(),
+        select=select,
     )
     checks: dict[str, health.Check] = {}
-    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
     if redis is not None:
         checks["redis"] = health.redis_check(redis)
     if settings.qdrant_url:
@@ -79,6 +88,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     finally:
         await upstreams.relay.aclose()
         await upstreams.litellm.aclose()
+        select.close()
         if redis is not None:
             await redis.aclose()
         metrics.forget_process(os.getpid())

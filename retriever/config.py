@@ -68,11 +68,15 @@ class RetrieverConfig(BaseModel):
         le=50,
         description="User turns, newest first, that make up the search query.",
     )
+    preload: bool = Field(
+        default=False,
+        description="Load the embedding model at start-up; else on the first select request.",
+    )
     select_top_k: int = Field(
         default=8, ge=1, le=512, description="Tools forwarded in select mode (default)."
     )
     select_threshold: float = Field(
-        default=0.25,
+        default=0.1,
         ge=-1,
         le=1,
         description="Cosine similarity a tool needs in select mode; the top ones are kept anyway "

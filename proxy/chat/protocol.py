@@ -58,7 +58,9 @@ class ToolgraphOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    mode: Literal["passthrough"] | None = None
+    mode: Literal["passthrough", "select"] | None = None
+    top_k: int | None = Field(default=None, ge=1, le=512)
+    threshold: float | None = Field(default=None, ge=-1, le=1)
 
 
 class ChatCompletionRequest(_Wire):

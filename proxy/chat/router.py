@@ -31,6 +31,8 @@ async def create_chat_completion(request: Request) -> Response:
     limit: int = request.app.state.settings.limits.max_body_bytes
     raw = await read_body(request, limit)
     body = decode_json(raw)
+    if (mode := request.headers.get("x-toolgraph-mode")) is not None:
+        body = with_mode_header(body, mode)
     chat_request = parse_request(body)
     service.check_limits(chat_request)
     if not chat_request.stream:
@@ -68,6 +70,18 @@ def decode_json(raw: bytes) -> Any:
             f"(line {exc.lineno}, column {exc.colno})",
             code="invalid_json",
         ) from None
+
+
+def with_mode_header(body: Any, mode: str) -> Any:
+    """The ``x-toolgraph-mode`` header as ``toolgraph.mode``; the body's own field wins."""
+    if not isinstance(body, dict):
+        return body
+    options = body.get("toolgraph")
+    if options is None:
+        return {**body, "toolgraph": {"mode": mode}}
+    if isinstance(options, dict) and "mode" not in options:
+        return {**body, "toolgraph": {**options, "mode": mode}}
+    return body
 
 
 routes = [Route("/v1/chat/completions", create_chat_completion, methods=["POST"])]

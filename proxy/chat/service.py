@@ -14,6 +14,7 @@ from proxy.chat.protocol import ChatCompletionRequest
 from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError, UpstreamTimeout
+from proxy.select.service import SelectService
 from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstream
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,9 @@ class ChatService:
         limits: Limits,
         request_timeout: float,
         secrets: Sequence[str],
+        select: SelectService | None = None,
     ) -> None:
+        self._select = select
         self._router = router
         self._upstreams = upstreams
         self._limits = limits
@@ -64,6 +67,7 @@ class ChatService:
         raw: bytes,
         context: RequestContext,
     ) -> Reply:
+        body = await self._select_tools(request, body)
         target, body, same_bytes = self._prepare(request, body, context)
         upstream = self._upstreams.for_target(target)
         async with self._deadline():
@@ -77,6 +81,7 @@ class ChatService:
         context: RequestContext,
     ) -> EventStream:
         """Start the upstream's stream; errors before its first byte are raised here."""
+        body = await self._select_tools(request, body)
         target, body, same_bytes = self._prepare(request, body, context)
         upstream = self._upstreams.for_target(target)
         async with self._deadline():
@@ -111,13 +116,23 @@ class ChatService:
         self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
     ) -> tuple[Target, dict[str, Any], bool]:
         target = self._router.resolve(request.model)
-        context.mode = "passthrough"
+        context.mode = (request.toolgraph and request.toolgraph.mode) or "passthrough"
         context.model = request.model
         if target.model == request.model and "toolgraph" not in body:
             return target, body, True
         outgoing = {k: v for k, v in body.items() if k != "toolgraph"}
         outgoing["model"] = target.model
         return target, outgoing, False
+
+    async def _select_tools(
+        self, request: ChatCompletionRequest, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        # Tool names are forwarded unchanged, so the answer's tool_calls need no mapping.
+        if request.toolgraph is None or request.toolgraph.mode != "select":
+            return body
+        if self._select is None:
+            raise InvalidRequest("select mode is not enabled here", param="toolgraph.mode")
+        return await self._select.rewrite(request, body)
 
     def _deadline(self) -> AbstractAsyncContextManager[None]:
         return _within(self._request_timeout)

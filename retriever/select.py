@@ -1,0 +1,223 @@
+"""Select mode: rank a client's own tools for the conversation and keep the few it needs.
+
+The client sent ``tools`` (often hundreds) and will run whichever the model calls;
+the upstream sees only the top ``k`` by similarity to the recent turns, above a
+threshold, and never none: when nothing passes, the best ones go anyway. A tool that
+``tool_choice`` names is always kept. Long ``enum`` lists of the kept tools are cut
+to the values nearest the conversation, keeping any value the conversation names and
+the default, so every parameter stays valid. Names are not changed, so the model's
+``tool_calls`` already name the client's tools.
+
+A tool's embedding is cached under its document text, which is a function of its
+name, description and parameters: a client that sends the same tools every turn
+embeds them once.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+from pydantic import JsonValue
+
+from graph_store.names import is_valid_name
+from retriever.batching import BatchingEmbedder
+from retriever.config import RetrieverConfig
+from retriever.conversation import conversation_query
+from retriever.documents import document_text, function_fields
+from retriever.errors import InvalidTools
+
+ToolSpec = dict[str, JsonValue]
+
+
+@dataclass(frozen=True)
+class Selection:
+    tools: list[ToolSpec]
+    kept: list[str]
+    scores: dict[str, float]
+    offered: int
+    trimmed_enums: int
+
+
+@dataclass(frozen=True)
+class SelectOptions:
+    top_k: int
+    threshold: float
+    min_tools: int = 1
+
+
+class ToolSelector:
+    def __init__(self, embedder: BatchingEmbedder, config: RetrieverConfig) -> None:
+        self._embedder = embedder
+        self._config = config
+
+    async def select(
+        self,
+        tools: Sequence[JsonValue],
+        messages: Sequence[Mapping[str, JsonValue]],
+        options: SelectOptions,
+        tool_choice: JsonValue = None,
+    ) -> Selection:
+        functions = check_tools(tools)
+        forced = _forced_name(tool_choice)
+        if forced is not None and forced not in {name for name, _ in functions}:
+            raise InvalidTools(
+                f"tool_choice names the function {forced!r}, which is not in tools",
+                param="tool_choice",
+            )
+        query = conversation_query(messages, self._config.query_turns)
+        texts = [document_text(function_fields(spec, name)) for name, spec in functions]
+        vectors = await self._embedder.embed([query or " ", *texts])
+        scores = vectors[1:] @ vectors[0]
+        keep = _choose(scores, options, [name for name, _ in functions], forced)
+        kept_names = {functions[i][0] for i in keep}
+        forwarded: list[ToolSpec] = []
+        trimmed = 0
+        position = {name: i for i, (name, _) in enumerate(functions)}
+        for tool in tools:
+            assert isinstance(tool, dict)
+            name = _function_name(tool)
+            if name is None:
+                forwarded.append(tool)  # not a function tool: nothing to rank
+            elif name in kept_names:
+                copy_, count = await self._trim_enums(tool, query, vectors[0])
+                forwarded.append(copy_)
+                trimmed += count
+        ranked = sorted(kept_names, key=lambda n: -scores[position[n]])
+        return Selection(
+            tools=forwarded,
+            kept=ranked,
+            scores={n: round(float(scores[position[n]]), 4) for n in ranked},
+            offered=len(tools),
+            trimmed_enums=trimmed,
+        )
+
+    async def _trim_enums(
+        self, tool: ToolSpec, query: str, query_vector: np.ndarray
+    ) -> tuple[ToolSpec, int]:
+        long_enums = [
+            name
+            for name, spec in _properties(tool).items()
+            if isinstance(spec, dict)
+            and isinstance(spec.get("enum"), list)
+            and len(spec["enum"]) > self._config.enum_min_values
+        ]
+        if not long_enums:
+            return tool, 0
+        trimmed = copy.deepcopy(tool)
+        properties = _properties(trimmed)
+        for name in long_enums:
+            spec = properties[name]
+            spec["enum"] = await self._nearest_values(name, spec, query, query_vector)
+        return trimmed, len(long_enums)
+
+    async def _nearest_values(
+        self, name: str, spec: dict[str, Any], query: str, query_vector: np.ndarray
+    ) -> list[JsonValue]:
+        values: list[JsonValue] = list(spec["enum"])
+        vectors = await self._embedder.embed([f"{name}: {value}" for value in values])
+        order = np.argsort(-(vectors @ query_vector), kind="stable")
+        lowered = query.lower()
+        keep = {int(i) for i in order[: self._config.enum_top_k]}
+        keep |= {i for i, v in enumerate(values) if str(v).lower() in lowered and len(str(v)) > 1}
+        if "default" in spec:
+            keep |= {i for i, v in enumerate(values) if v == spec["default"]}
+        return [values[i] for i in sorted(keep)]
+
+
+def check_tools(tools: Sequence[JsonValue]) -> list[tuple[str, ToolSpec]]:
+    """The function tools as (name, function), or :class:`InvalidTools` naming the first
+    bad one: a missing or invalid name, a name given twice, a ``parameters`` that is not
+    an object schema."""
+    functions: list[tuple[str, ToolSpec]] = []
+    seen: dict[str, int] = {}
+    for i, tool in enumerate(tools):
+        if not isinstance(tool, dict):
+            raise InvalidTools(f"tools[{i}] must be an object", param=f"tools.[{i}]")
+        if tool.get("type") != "function":
+            continue
+        function = tool.get("function")
+        where = f"tools.[{i}].function"
+        if not isinstance(function, dict):
+            raise InvalidTools(f"tools[{i}] has no function object", param=where)
+        name = function.get("name")
+        if not isinstance(name, str) or not is_valid_name(name):
+            raise InvalidTools(
+                f"tools[{i}].function.name must be 1-64 characters of a-z, A-Z, 0-9, _ and -",
+                param=f"{where}.name",
+            )
+        if name in seen:
+            raise InvalidTools(
+                f"tools[{i}] and tools[{seen[name]}] are both named {name!r}",
+                param=f"{where}.name",
+            )
+        seen[name] = i
+        _check_schema(function.get("parameters"), f"{where}.parameters")
+        functions.append((name, function))
+    return functions
+
+
+def _check_schema(schema: JsonValue, param: str) -> None:
+    if schema is None:
+        return
+    problem = None
+    if not isinstance(schema, dict):
+        problem = "must be a JSON Schema object"
+    elif schema.get("type", "object") != "object":
+        problem = "must be a schema of type 'object'"
+    elif not isinstance(schema.get("properties", {}), dict):
+        problem = "'properties' must be an object"
+    elif not isinstance(required := schema.get("required", []), list) or not all(
+        isinstance(r, str) for r in required
+    ):
+        problem = "'required' must be a list of property names"
+    else:
+        for key, spec in schema.get("properties", {}).items():  # type: ignore[union-attr]
+            enum = spec.get("enum") if isinstance(spec, dict) else None
+            if not isinstance(spec, dict) and not isinstance(spec, bool):
+                problem = f"property {key!r} must be a schema object"
+            elif enum is not None and (not isinstance(enum, list) or not enum):
+                problem = f"the enum of {key!r} must be a non-empty list"
+            if problem:
+                break
+    if problem:
+        raise InvalidTools(f"{param} {problem}", param=param)
+
+
+def _choose(
+    scores: np.ndarray, options: SelectOptions, names: list[str], forced: str | None
+) -> list[int]:
+    order = [int(i) for i in np.argsort(-scores, kind="stable")]
+    keep = [i for i in order[: options.top_k] if scores[i] >= options.threshold]
+    if len(keep) < options.min_tools:
+        keep = order[: min(options.min_tools, options.top_k, len(order))]
+    if forced is not None and names.index(forced) not in keep:
+        keep.append(names.index(forced))
+    return keep
+
+
+def _forced_name(tool_choice: JsonValue) -> str | None:
+    if isinstance(tool_choice, dict):
+        function = tool_choice.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return str(function["name"])
+    return None
+
+
+def _properties(tool: ToolSpec) -> dict[str, Any]:
+    """The parameters' ``properties`` of a function tool (checked by :func:`check_tools`)."""
+    function = tool.get("function")
+    params = function.get("parameters") if isinstance(function, dict) else None
+    properties = params.get("properties") if isinstance(params, dict) else None
+    return cast(dict[str, Any], properties) if isinstance(properties, dict) else {}
+
+
+def _function_name(tool: ToolSpec) -> str | None:
+    function = tool.get("function")
+    if tool.get("type") != "function" or not isinstance(function, dict):
+        return None
+    name = function.get("name")
+    return name if isinstance(name, str) else None
