@@ -78,6 +78,7 @@ class InProcessStore:
         self._out: dict[str, dict[EdgeKey, Edge]] = {}
         self._in: dict[str, dict[EdgeKey, Edge]] = {}
         self._adjacency: dict[tuple[str, Direction], list[tuple[Edge, ToolRef]]] = {}
+        self._groups: dict[str, ToolGroup] | None = None
 
     @classmethod
     def open(cls, directory: Path) -> InProcessStore:
@@ -131,10 +132,7 @@ class InProcessStore:
         return len(self._entries)
 
     def groups(self) -> list[ToolGroup]:
-        found: dict[str, ToolGroup] = {}
-        for entry in self._entries.values():
-            if entry.group_id not in found or entry.group_description:
-                found[entry.group_id] = _group(entry)
+        found = self._group_index()
         return [found[key] for key in sorted(found)]
 
     def categories(self) -> list[Category]:
@@ -143,13 +141,18 @@ class InProcessStore:
 
     def group_of(self, tool_id: str) -> ToolGroup | None:
         entry = self._entries.get(tool_id)
-        if entry is None:
-            return None
-        # The group's description is that of whichever member carries one.
-        for other in self._entries.values():
-            if other.group_id == entry.group_id and other.group_description:
-                return _group(other)
-        return _group(entry)
+        return None if entry is None else self._group_index()[entry.group_id]
+
+    def _group_index(self) -> dict[str, ToolGroup]:
+        """Every group by id, built once per change; its description is that of
+        whichever member carries one."""
+        if self._groups is None:
+            found: dict[str, ToolGroup] = {}
+            for entry in self._entries.values():
+                if entry.group_id not in found or entry.group_description:
+                    found[entry.group_id] = _group(entry)
+            self._groups = found
+        return self._groups
 
     def set_availability(self, scores: Mapping[str, float]) -> None:
         with self._transaction():
@@ -266,7 +269,7 @@ class InProcessStore:
             {k: dict(v) for k, v in self._out.items()},
             {k: dict(v) for k, v in self._in.items()},
         )
-        self._adjacency = {}
+        self._adjacency, self._groups = {}, None
         try:
             yield
             self._save()
