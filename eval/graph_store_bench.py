@@ -29,7 +29,7 @@ from graph_store.ingest.catalog import import_paths
 from graph_store.ingest.toolbench import toolbench_name
 from graph_store.memory import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
-from graph_store.store import GraphStore, neighbors
+from graph_store.store import GraphStore, graph_stats, neighbors
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "toolbench_stable"
@@ -79,6 +79,13 @@ def bench_graph() -> None:
     )
     print("- edges by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     print("- edges by origin: " + ", ".join(f"{k} {v}" for k, v in sorted(origins.items())))
+    stats = graph_stats(store)
+    top = max(stats.out_degree)
+    isolated = stats.out_degree.get(0, 0)
+    print(
+        f"- {stats.components} weakly connected components (largest {stats.largest_component} "
+        f"tools); {isolated} tools without out-edges; highest out-degree {top}"
+    )
     _coverage(store)
 
 

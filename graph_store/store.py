@@ -166,7 +166,7 @@ class GraphStats:
 
 def graph_stats(store: GraphStore) -> GraphStats:
     """Counts by node and edge type, out-degree histogram, weakly connected components."""
-    tools = [tool.id for tool in store.list_tools()]
+    tools = list(store.names().values())
     all_edges = store.edges()
     by_kind = Counter(edge.kind.value for edge in all_edges)
     out = Counter(edge.src for edge in all_edges)
