@@ -12,6 +12,7 @@ ToolgraphError                 status, type, code, param: what the client sees
  ├── ToolError                 502 tool_error: a tool call the proxy made failed
  │    ├── ToolTimeout          504 (the call or the request's deadline ran out)
  │    ├── ToolInputRejected    400 (arguments a tool refuses: hostile, too large, invalid)
+ │    ├── MissingArguments     400 (a required value only the user can give: ask them)
  │    ├── ToolResponseTooLarge 502 (the response passed the size cap)
  │    └── EgressDenied         403 (the egress policy refuses the host or its address)
  └── InternalError             500, never with details
@@ -133,6 +134,18 @@ class ToolTimeout(ToolError):
 class ToolInputRejected(ToolError):
     status = 400
     code = "invalid_tool_input"
+
+
+class MissingArguments(ToolError):
+    """A required argument that neither the request nor earlier calls can supply."""
+
+    status = 400
+    code = "missing_arguments"
+
+    def __init__(self, message: str, *, question: str, missing: list[str], tool: str) -> None:
+        super().__init__(message, param=tool)
+        self.question = question
+        self.missing = missing
 
 
 class ToolResponseTooLarge(ToolError):

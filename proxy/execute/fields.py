@@ -158,3 +158,42 @@ def cache_key(tool: Tool, available: list[str]) -> str:
         "\0".join([tool.id, tool.description, *available]).encode(), digest_size=16
     ).hexdigest()
     return f"toolgraph:fields:{digest}"
+
+
+# Field names that describe a response rather than answer anything (METHOD.md §1.6's
+# "versions, timestamps, irrelevant fields"), matched on a path's last name.
+_NOISE = re.compile(
+    r"(^|_)(version|v|api_?version|timestamp|ts|created(_at)?|updated(_at)?|modified|"
+    r"etag|request_?id|trace_?id|status(_?code)?|success|message|msg|code|error|errors|"
+    r"page|page_?size|per_?page|offset|limit|total(_?pages|_?count)?|count|next|prev(ious)?|"
+    r"cursor|links?|href|url|uri|self|image|img|thumbnail|thumb|icon|logo|avatar|photo|"
+    r"copyright|license|disclaimer|terms|rate_?limit|meta|metadata|debug|tracking|pixel)$",
+    re.IGNORECASE,
+)
+
+
+def rule_based_fields(available: list[str]) -> list[str]:
+    """The LLM-free choice: every path whose own name is not metadata-like.
+
+    The baseline an LLM's choice must beat, and what ``bench_compression`` measures
+    where no capable model runs.
+    """
+    kept = []
+    for path in available:
+        names = [token for token in path.replace("[]", "").split(".") if token]
+        if names and not any(_NOISE.search(_snake(name)) for name in names):
+            kept.append(path)
+    return kept
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+class RuleFieldChooser:
+    """A :class:`~proxy.execute.compress.FieldChooser` that asks no one."""
+
+    async def fields_for(
+        self, tool: Tool, example: JsonValue, model: ChatModel | None
+    ) -> list[str] | None:
+        return rule_based_fields(field_paths(example)) or None

@@ -27,7 +27,7 @@ from pydantic import JsonValue
 
 from proxy import metrics
 from proxy.config import Executor
-from proxy.errors import ToolgraphError, ToolInputRejected
+from proxy.errors import MissingArguments, ToolgraphError, ToolInputRejected
 from proxy.execute.plan import PlanNode, ToolPlan
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class Outcome(StrEnum):
     OK = "ok"
     FAILED = "failed"
     TIMEOUT = "timeout"
+    NEEDS_INPUT = "needs_input"  # a required value only the user can give
     SKIPPED = "skipped"  # a dependency failed, or the deadline came before it could start
     CANCELLED = "cancelled"  # the request went away while it ran
 
@@ -49,6 +50,7 @@ class CallRecord:
     outcome: Outcome | None = None
     output: JsonValue = None
     error: str = ""
+    question: str = ""
     arguments: dict[str, JsonValue] = field(default_factory=dict)
     ready: float | None = None
     started: float | None = None
@@ -76,7 +78,11 @@ class NodeRunner(Protocol):
     async def run(
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
-        """Call the tool; ``context`` holds the outputs of every node it depends on."""
+        """Call the tool; ``context`` holds the outputs of every node it depends on.
+
+        The runner may complete ``arguments`` in place (argument generation), so
+        that the record keeps what was sent.
+        """
         ...
 
 
@@ -97,6 +103,10 @@ class PlanRun:
 
     def outputs(self) -> dict[str, JsonValue]:
         return {i: r.output for i, r in self.records.items() if r.outcome is Outcome.OK}
+
+    def questions(self) -> list[str]:
+        """What the user must answer before the calls that need it can run."""
+        return [r.question for r in self.records.values() if r.outcome is Outcome.NEEDS_INPUT]
 
     def unfinished(self) -> list[str]:
         """What could not be done, one line per call, for the answer and the trace."""
@@ -170,25 +180,31 @@ class _Run:
             self._group = group
             for node in self.plan.nodes:
                 if self.missing[node.id] == 0:
+                    self.records[node.id].ready = 0.0
                     self._start(node)
 
     def _start(self, node: PlanNode) -> None:
         assert self._group is not None
-        self.records[node.id].ready = self.now()
         self._group.create_task(self._call(node), name=f"tool:{node.id}:{node.tool}")
 
-    async def _call(self, node: PlanNode) -> None:
-        record = self.records[node.id]
-        host = self.runner.host(node)
-        async with self.scheduler.host_slot(host), self.scheduler.global_slot:
-            record.started = self.now()
-            self.observer(record)
-            try:
-                await self._invoke(node, record)
-            except asyncio.CancelledError:
-                self._finish(record, Outcome.CANCELLED, "the request was cancelled")
-                raise
-        self._release(record)
+    async def _call(self, node: PlanNode | None) -> None:
+        # The first call a finished one makes ready runs on in the same task: no
+        # trip through the event loop between a call and its successor.
+        while node is not None:
+            record = self.records[node.id]
+            host = self.runner.host(node)
+            async with self.scheduler.host_slot(host), self.scheduler.global_slot:
+                record.started = self.now()
+                self.observer(record)
+                try:
+                    await self._invoke(node, record)
+                except asyncio.CancelledError:
+                    self._finish(record, Outcome.CANCELLED, "the request was cancelled")
+                    raise
+            ready = self._release(record)
+            for other in ready[1:]:
+                self._start(other)
+            node = ready[0] if ready else None
 
     async def _invoke(self, node: PlanNode, record: CallRecord) -> None:
         context = {d: self.records[d].output for d in node.dependencies}
@@ -203,6 +219,9 @@ class _Run:
                 self._finish(record, Outcome.TIMEOUT, f"no result within {timeout:g}s")
             else:
                 self._finish(record, Outcome.FAILED, f"timed out: {exc}")
+        except MissingArguments as exc:
+            record.question = exc.question
+            self._finish(record, Outcome.NEEDS_INPUT, exc.message)
         except ToolgraphError as exc:
             self._finish(record, Outcome.FAILED, exc.message)
         except Exception as exc:  # a tool's own bug fails that call, never the request
@@ -222,8 +241,9 @@ class _Run:
             )
         self.observer(record)
 
-    def _release(self, record: CallRecord) -> None:
-        """Pass a finished call on to the calls that wait for it."""
+    def _release(self, record: CallRecord) -> list[PlanNode]:
+        """Pass a finished call on to the calls that wait for it; return those now ready."""
+        ready = []
         for dependent_id in self.dependents[record.node.id]:
             dependent = self.records[dependent_id]
             if dependent.done:
@@ -235,7 +255,9 @@ class _Run:
                 continue
             self.missing[dependent_id] -= 1
             if self.missing[dependent_id] == 0:
-                self._start(dependent.node)
+                dependent.ready = self.now()
+                ready.append(dependent.node)
+        return ready
 
     def close_at_deadline(self, deadline: float) -> None:
         self.deadline_passed = True

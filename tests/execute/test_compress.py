@@ -16,7 +16,14 @@ from proxy import metrics
 from proxy.config import load_settings
 from proxy.context import RequestContext
 from proxy.execute.compress import Compressor, field_paths, known_paths, select_fields, truncate
-from proxy.execute.fields import FieldSelector, MemoryFieldCache, RedisFieldCache, parse_keep
+from proxy.execute.fields import (
+    FieldSelector,
+    MemoryFieldCache,
+    RedisFieldCache,
+    RuleFieldChooser,
+    parse_keep,
+    rule_based_fields,
+)
 from proxy.execute.llm import UpstreamModel
 from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
@@ -224,3 +231,24 @@ async def test_the_field_list_is_shared_through_redis(
     finally:
         await first_pod.aclose()
         await second_pod.aclose()
+
+
+def test_the_llm_free_choice_drops_metadata_like_fields() -> None:
+    paths = [
+        "meta.version",
+        "results[].id",
+        "results[].name",
+        "results[].thumbnailUrl",
+        "results[].createdAt",
+        "data.price",
+        "status",
+        "links.self",
+        "pageSize",
+    ]
+    assert rule_based_fields(paths) == ["results[].id", "results[].name", "data.price"]
+
+
+async def test_the_llm_free_chooser_compresses_without_a_model() -> None:
+    result = await Compressor(1024, RuleFieldChooser()).compress(hotel_tool(), HOTELS)
+    assert result.method == "fields"
+    assert result.fields == ("results[].id", "results[].name", "results[].price")
