@@ -172,11 +172,24 @@ class Compressor:
             return Compressed(raw, len(raw), "none")
         fields = None
         if self._chooser is not None and isinstance(output, dict | list):
-            example = tool.response_example if tool.response_example is not None else output
-            fields = await self._chooser.fields_for(tool, example, model)
+            fields = await self._chooser.fields_for(tool, _example(tool, output), model)
         if not fields:
             return Compressed(truncate(raw, self.limit), len(raw), "truncate")
         text = serialize(select_fields(output, fields))
         if len(text) <= self.limit:
             return Compressed(text, len(raw), "fields", tuple(fields))
         return Compressed(truncate(text, self.limit), len(raw), "fields+truncate", tuple(fields))
+
+
+def _example(tool: Tool, output: JsonValue) -> JsonValue:
+    """The catalog's example response when it describes this output, else the output.
+
+    A tool whose responses change shape with its arguments (``run_simulation``)
+    gets one field list per shape, keyed by the shape's own paths.
+    """
+    example = tool.response_example
+    if example is None:
+        return output
+    seen = field_paths(output)
+    known = known_paths(seen, field_paths(example))
+    return example if len(known) * 2 >= len(seen) else output

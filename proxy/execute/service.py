@@ -1,0 +1,85 @@
+"""The executor as the app holds it: built once from the settings, closed at shutdown.
+
+``ToolExecutor`` owns what lives as long as the process: the scheduler's limits,
+the shared httpx client under the catalog's egress policy, the built-in tools'
+sandbox, the field-list cache (Redis when configured) and the argument writer.
+Per request, :meth:`ToolExecutor.execute` runs a plan with the request's model and
+returns every call's record with the compressed text of each output; orchestrate
+mode will call it between planning and answering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from graph_store.models import Tool
+from proxy.config import Executor
+from proxy.execute.arguments import ArgumentWriter
+from proxy.execute.compress import Compressed, Compressor
+from proxy.execute.egress import EgressPolicy
+from proxy.execute.fields import FieldCache, FieldSelector, MemoryFieldCache, RedisFieldCache
+from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
+from proxy.execute.llm import ChatModel
+from proxy.execute.plan import ToolPlan
+from proxy.execute.runner import CatalogRunner
+from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
+from proxy.tools.catalog import python_tools
+from proxy.tools.sandbox import Sandbox
+
+
+@dataclass(slots=True)
+class ExecutedPlan:
+    run: PlanRun
+    compressed: dict[str, Compressed] = field(default_factory=dict)
+
+    def answer_inputs(self) -> dict[str, str]:
+        """What the answering LLM may read: the compressed outputs the plan marks for it."""
+        return {
+            node_id: result.text
+            for node_id, result in self.compressed.items()
+            if self.run.records[node_id].node.feeds_answer
+        }
+
+
+class ToolExecutor:
+    def __init__(self, settings: Executor, redis: Redis | None = None) -> None:
+        self.settings = settings
+        self.policy = EgressPolicy.from_settings(settings)
+        self.scheduler = Scheduler(settings)
+        self.sandbox = Sandbox(settings.sandbox_timeout, settings.sandbox_memory_mb)
+        self._client = make_http_client(self.policy, settings)
+        self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox))
+        cache: FieldCache = RedisFieldCache(redis) if redis is not None else MemoryFieldCache()
+        self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
+        self.writer = ArgumentWriter()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+        await self.sandbox.aclose()
+
+    def runner(self, tools: Mapping[str, Tool], model: ChatModel | None) -> CatalogRunner:
+        return CatalogRunner(
+            tools, self.invoker, writer=self.writer, compressor=self.compressor, model=model
+        )
+
+    async def execute(
+        self,
+        plan: ToolPlan,
+        tools: Mapping[str, Tool],
+        model: ChatModel | None,
+        observer: Observer | None = None,
+    ) -> ExecutedPlan:
+        """Run ``plan`` over ``tools``; ``model`` writes arguments and picks fields."""
+        runner = self.runner(tools, model)
+        run = await self.scheduler.execute(plan, runner, observer)
+        executed = ExecutedPlan(run)
+        for node_id, record in run.records.items():
+            if record.outcome is Outcome.OK:
+                tool = runner.tool(record.node)
+                executed.compressed[node_id] = await self.compressor.compress(
+                    tool, record.output, model
+                )
+        return executed

@@ -1,0 +1,105 @@
+"""The executor as the app will hold it, from settings to compressed results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from eval.fake_upstream import FakeUpstream, Script
+from graph_store.models import Endpoint, Provenance, Tool
+from proxy.config import Executor, load_settings
+from proxy.context import RequestContext
+from proxy.execute.llm import UpstreamModel
+from proxy.execute.plan import Binding, PlanNode, ToolPlan
+from proxy.execute.scheduler import CallRecord, Outcome
+from proxy.execute.service import ToolExecutor
+from proxy.tools.catalog import builtin_tools
+from proxy.upstream import ModelRouter
+from proxy.upstream.relay import RelayUpstream, make_session
+
+
+@pytest.fixture
+async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
+    settings = load_settings(
+        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
+    )
+    session = make_session(settings.timeouts)
+    target = ModelRouter(settings).resolve("fake-model")
+    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
+    await session.close()
+
+
+def prompt_of(request: object) -> str:
+    body = getattr(request, "body", {})
+    return "\n".join(m["content"] for m in body["messages"])
+
+
+def metadata_tool(url: str) -> Tool:
+    return Tool(
+        id="test/instance_identity",
+        name="instance_identity",
+        original_name="instance_identity",
+        endpoint=Endpoint(method="GET", url=url),
+        provenance=Provenance(format="test"),
+    )
+
+
+async def test_a_plan_runs_from_settings_to_compressed_results(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    executor = ToolExecutor(Executor(sandbox_timeout=5, compress_chars=200))
+    tools = {tool.name: tool for tool in builtin_tools()}
+    tools["steal"] = metadata_tool("http://169.254.169.254/latest/meta-data/iam/")
+    tools["local"] = metadata_tool("http://127.0.0.1:6379/")
+    plan = ToolPlan(
+        nodes=(
+            PlanNode(
+                id="field",
+                tool="run_simulation",
+                task="laplace",
+                arguments={"sim_type": "laplace2d", "params": {"nx": 21, "top": 1}},
+            ),
+            PlanNode(
+                id="centre",
+                tool="evaluate_expression",
+                task="Twice the centre potential",
+                inputs=(Binding(source="field", path="center", target="variables.v"),),
+            ),
+            PlanNode(id="steal", tool="steal", feeds_answer=False),
+            PlanNode(id="local", tool="local"),
+        )
+    )
+    upstream.enqueue(
+        Script(text=json.dumps({"keep": ["center", "converged"]})),  # fields of run_simulation
+        Script(text=json.dumps({"expression": "2*v"})),  # arguments of "centre"
+    )
+    events: list[tuple[str, Outcome | None]] = []
+
+    def observe(record: CallRecord) -> None:
+        events.append((record.node.id, record.outcome))
+
+    try:
+        done = await executor.execute(plan, tools, model, observe)
+    finally:
+        await executor.aclose()
+    run = done.run
+    assert run.records["centre"].arguments == {
+        "expression": "2*v",
+        "variables": {"v": pytest.approx(0.25, abs=0.01)},
+    }
+    assert json.loads(done.compressed["centre"].text)["value"] == pytest.approx(0.5, abs=0.02)
+    field = done.compressed["field"]
+    assert field.raw_chars > 200
+    assert field.method == "fields"
+    assert json.loads(field.text) == {"center": pytest.approx(0.25, abs=0.01), "converged": True}
+    assert '"center":' in prompt_of(upstream.requests[1])  # the writer saw the compressed output
+    assert "sample_rows" not in prompt_of(upstream.requests[1])
+    assert len(upstream.requests) == 2
+    for ssrf in ("steal", "local"):
+        assert run.records[ssrf].outcome is Outcome.FAILED
+        assert "non-public address" in run.records[ssrf].error
+    assert set(done.answer_inputs()) == {"field", "centre"}
+    assert ("centre", None) in events
+    assert ("centre", Outcome.OK) in events
