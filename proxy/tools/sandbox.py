@@ -54,6 +54,10 @@ class Sandbox:
         self._lock = asyncio.Lock()
 
     @property
+    def running(self) -> bool:
+        return self._server is not None and self._server.returncode is None
+
+    @property
     def server_pid(self) -> int | None:
         return self._server.pid if self._server is not None else None
 
@@ -61,6 +65,8 @@ class Sandbox:
         async with self._lock:
             if self._server is not None and self._server.returncode is None:
                 return
+            if self._directory is not None:  # a server that died: start afresh
+                self._directory.cleanup()
             self._directory = tempfile.TemporaryDirectory(prefix="toolgraph-sandbox-")
             self._socket = str(Path(self._directory.name) / "fork.sock")
             cpu = str(math.ceil(self.timeout) + 1)
@@ -102,7 +108,10 @@ class Sandbox:
         if len(payload) > MAX_REQUEST_BYTES:
             raise ToolInputRejected(f"arguments over {MAX_REQUEST_BYTES} bytes", param=name)
         await self.start()
-        reader, writer = await asyncio.open_unix_connection(self._socket)
+        try:
+            reader, writer = await asyncio.open_unix_connection(self._socket)
+        except OSError:
+            raise ToolError(f"{name}: the sandbox is not available", param=name) from None
         pid = 0
         try:
             writer.write(HEADER.pack(len(payload)) + payload)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping
 
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import JsonValue, ValidationError
 
 from proxy.config import Executor
@@ -103,6 +104,13 @@ async def test_a_diamond_waits_for_both_branches_and_runs_them_in_parallel() -> 
     assert run.wall < 0.05 + 0.3 + 0.25
 
 
+def tool_calls(tool: str, outcome: Outcome) -> float:
+    return (
+        REGISTRY.get_sample_value("toolgraph_tool_calls_total", {"tool": tool, "outcome": outcome})
+        or 0.0
+    )
+
+
 async def test_a_failed_call_fails_only_its_dependents() -> None:
     plan = ToolPlan(
         nodes=(
@@ -114,7 +122,17 @@ async def test_a_failed_call_fails_only_its_dependents() -> None:
         )
     )
     tools = Tools()
+    before = {
+        (t, o): tool_calls(t, o)
+        for t, o in (
+            ("tool_a", Outcome.FAILED),
+            ("tool_d", Outcome.SKIPPED),
+            ("tool_e", Outcome.OK),
+        )
+    }
     run = await Scheduler(limits()).execute(plan, tools)
+    for (tool, outcome), count in before.items():
+        assert tool_calls(tool, outcome) == count + 1
     outcomes = {i: r.outcome for i, r in run.records.items()}
     assert outcomes == {
         "a": Outcome.FAILED,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -108,3 +109,19 @@ async def test_closing_stops_the_fork_server(sandbox: Sandbox) -> None:
     await sandbox.aclose()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+async def test_a_dead_fork_server_is_replaced(sandbox: Sandbox) -> None:
+    first = sandbox.server_pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    for _ in range(100):  # until asyncio has noticed the exit
+        if not sandbox.running:
+            break
+        await asyncio.sleep(0.02)
+    assert await sandbox.run("vector_operation", {"operation": "magnitude", "a": [3, 4]}) == {
+        "operation": "magnitude",
+        "result": 5.0,
+    }
+    assert sandbox.running
+    assert sandbox.server_pid not in (None, first)
