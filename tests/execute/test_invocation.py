@@ -16,6 +16,7 @@ from proxy.execute.invocation import HttpInvoker, Invoker, PythonTools, make_htt
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Outcome, Scheduler
+from tests.conftest import free_port
 from tests.execute.tool_server import ToolServer, serve_tools
 
 SECRET = "sk-tool-secret-abcdef123456"
@@ -246,3 +247,31 @@ async def test_python_and_http_tools_run_through_one_interface(tools_server: Too
     assert run.records["e"].output == {"path": "/echo", "query": {"q": "x"}, "body": None}
     assert run.records["m"].outcome is Outcome.FAILED
     assert run.records["m"].error == "no tool named missing in the catalog"
+
+
+async def test_a_query_credential_reaches_the_service_only(
+    tools_server: ToolServer, secret_env: None
+) -> None:
+    tool = http_tool("echo", f"{tools_server.url}/echo")
+    credential = ToolCredential(host="127.0.0.1", env="HOTEL_API_KEY", query="key")
+    output = await invoke(tool, {"q": "x", "key": "the model's guess"}, credentials=[credential])
+    assert tools_server.last["query"] == {"q": "x", "key": SECRET}
+    assert output == {"path": "/echo", "query": {"q": "x", "key": SECRET}, "body": None}
+
+
+async def test_connection_errors_are_retried_for_idempotent_calls() -> None:
+    port = free_port()  # nothing listens there
+    tool = http_tool("gone", f"http://127.0.0.1:{port}/x")
+    started = time.perf_counter()
+    with pytest.raises(ToolError, match="cannot reach gone: ConnectError"):
+        await invoke(tool, {}, retries=2, retry_backoff=0.1)
+    assert time.perf_counter() - started >= 0.1 + 0.2  # two backoffs: 0.1 s, then 0.2 s
+    started = time.perf_counter()
+    with pytest.raises(ToolError, match="cannot reach"):
+        await invoke(
+            http_tool("gone", f"http://127.0.0.1:{port}/x", "POST"),
+            {},
+            retries=2,
+            retry_backoff=0.1,
+        )
+    assert time.perf_counter() - started < 0.1  # a POST is tried once
