@@ -1,0 +1,151 @@
+"""Latency of the retriever over the full toolbench_stable catalog (47,425 APIs).
+
+Measures, one query at a time with the default model on CPU: the query embedding,
+the in-process search alone (exact dense; dense + BM25 fused), the whole
+query → top-10, and Qdrant local mode's search over the same vectors (without and
+with a category filter) as a ratio; then queries/s for 64 concurrent queries with
+and without micro-batching. Document vectors come from the disk cache that
+``toolgraph eval retrieval`` fills (they are embedded first when missing).
+
+    python -m eval.bench_retriever --corpus ../shared/data/toolbench_stable \\
+        --cache-dir .cache/retriever/embeddings --json eval/results/retriever_latency.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient
+
+from eval.retrieval import load_beir
+from retriever.batching import BatchingEmbedder
+from retriever.bulk import embed_documents
+from retriever.cache import LRUCache
+from retriever.config import RetrieverConfig
+from retriever.documents import corpus_fields, make_document
+from retriever.embedder import Encoder, load_encoder
+from retriever.index import Method, ToolIndex
+from retriever.qdrant_store import QdrantCatalog
+
+
+def percentiles(samples_s: list[float]) -> dict[str, float]:
+    ms = np.asarray(samples_s) * 1000
+    return {
+        "p50_ms": round(float(np.percentile(ms, 50)), 3),
+        "p99_ms": round(float(np.percentile(ms, 99)), 3),
+        "mean_ms": round(float(ms.mean()), 3),
+        "n": len(samples_s),
+    }
+
+
+def timed(calls: list[Callable[[], object]], warmup: int = 5) -> dict[str, float]:
+    for call in calls[:warmup]:
+        call()
+    samples = []
+    for call in calls:
+        started = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - started)
+    return percentiles(samples)
+
+
+def throughput(encoder: Encoder, texts: list[str], window_ms: float, max_batch: int) -> float:
+    """Queries/s when ``texts`` arrive 64 at a time, each its own request."""
+    concurrency = 64
+
+    async def run() -> float:
+        embedder = BatchingEmbedder(encoder, LRUCache(0), window_ms=window_ms, max_batch=max_batch)
+        started = time.perf_counter()
+        for start in range(0, len(texts), concurrency):
+            batch = texts[start : start + concurrency]
+            await asyncio.gather(*(embedder.embed([text]) for text in batch))
+        embedder.close()
+        return len(texts) / (time.perf_counter() - started)
+
+    return round(asyncio.run(run()), 1)
+
+
+def end_to_end(encoder: Encoder, index: ToolIndex, text: str, method: Method) -> object:
+    return index.search(encoder.encode([text])[0], text, 10, method=method)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=Path("../shared/data/toolbench_stable"))
+    parser.add_argument("--cache-dir", type=Path, default=Path(".cache/retriever/embeddings"))
+    parser.add_argument("--json", type=Path, default=Path("eval/results/retriever_latency.json"))
+    parser.add_argument("--queries", type=int, default=300, help="queries timed per figure")
+    args = parser.parse_args()
+
+    data = load_beir(args.corpus)
+    encoder = load_encoder(RetrieverConfig(device="cpu", cpu_threads=1))
+    documents = [make_document(corpus_fields(row), "enriched") for row in data.corpus]
+    vectors = embed_documents(encoder, [d.text for d in documents], cache_dir=args.cache_dir)
+    index = ToolIndex(documents, vectors)
+    texts = [q.text for q in data.queries][: args.queries]
+    query_vectors = encoder.encode(texts[:64])
+    query_vectors = np.concatenate(
+        [query_vectors, *(encoder.encode(texts[i : i + 64]) for i in range(64, len(texts), 64))]
+    )
+    category = max(set(d.category for d in documents), key=[d.category for d in documents].count)
+    pairs = list(zip(texts, query_vectors, strict=True))
+
+    results: dict[str, Any] = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared with other test runs",
+        "catalog": f"{len(documents)} tools x {encoder.dim}",
+        "model": encoder.name,
+        "torch_threads": 1,
+    }
+    results["embed_query_batch1"] = timed([partial(encoder.encode, [t]) for t in texts])
+    results["search_dense_exact"] = timed(
+        [partial(index.search, v, "", 10, method="dense") for _, v in pairs]
+    )
+    results["search_dense_exact_category_filter"] = timed(
+        [partial(index.search, v, "", 10, method="dense", category=category) for _, v in pairs]
+    )
+    results["search_hybrid"] = timed(
+        [partial(index.search, v, t, 10, method="hybrid") for t, v in pairs]
+    )
+    results["query_to_top10_hybrid"] = timed(
+        [partial(end_to_end, encoder, index, t, "hybrid") for t in texts]
+    )
+    results["query_to_top10_dense"] = timed(
+        [partial(end_to_end, encoder, index, t, "dense") for t in texts]
+    )
+
+    client = QdrantClient(":memory:")  # local mode's engine, without the disk writes
+    catalog = QdrantCatalog(client, "bench", encoder.dim)
+    by_text = {doc.text: vectors[i] for i, doc in enumerate(documents)}
+    catalog.sync(documents, lambda batch: np.stack([by_text[text] for text in batch]))
+    results["qdrant_local_search"] = timed([partial(catalog.search, v, 10) for _, v in pairs])
+    results["qdrant_local_search_category_filter"] = timed(
+        [partial(catalog.search, v, 10, category=category) for _, v in pairs]
+    )
+    results["filter_category"] = category
+    ours = results["search_dense_exact"]["p50_ms"]
+    results["qdrant_over_exact_p50"] = round(results["qdrant_local_search"]["p50_ms"] / ours, 1)
+    results["qdrant_over_exact_p50_filtered"] = round(
+        results["qdrant_local_search_category_filter"]["p50_ms"]
+        / results["search_dense_exact_category_filter"]["p50_ms"],
+        1,
+    )
+    many = (texts * 2)[:256]
+    results["queries_per_s_64_concurrent_batched_2ms"] = throughput(encoder, many, 2.0, 64)
+    results["queries_per_s_64_concurrent_one_pass_each"] = throughput(encoder, many, 0.0, 1)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

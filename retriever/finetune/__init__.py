@@ -1,0 +1,1 @@
+"""Contrastive fine-tuning of the embedding model (see :mod:`retriever.finetune.train`)."""

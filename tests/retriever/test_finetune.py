@@ -1,0 +1,54 @@
+"""A tiny CPU fine-tuning run: the loss goes down and the saved model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from retriever.config import RetrieverConfig
+from retriever.embedder import Encoder, bundled_model_path, load_encoder
+from retriever.finetune.train import Example, mine_hard_negatives, train
+from tests.retriever.catalog import catalog_tools
+
+# Queries worded away from their tools' documents, so there is something to learn.
+PAIRS = {
+    "is it going to pour on my picnic": "get_weather_forecast",
+    "how dirty is the air downtown": "get_air_quality",
+    "plane tickets to Tokyo": "search_flights",
+    "somewhere to sleep in Rome": "book_hotel",
+    "how many yen for my dollars": "convert_currency",
+    "what is AAPL trading at": "get_stock_price",
+    "write to my boss": "send_email",
+    "ping my mom on her phone": "send_sms",
+}
+
+
+def test_training_lowers_the_loss_and_saves_a_loadable_model(
+    encoder: Encoder, tmp_path: Path
+) -> None:
+    documents = {tool.name: f"{tool.name}: {tool.description}" for tool in catalog_tools()}
+    examples = [Example(query, documents[name]) for query, name in PAIRS.items()]
+    mined = mine_hard_negatives(encoder, examples, list(documents.values()), per_query=2)
+    assert all(len(e.negatives) == 2 and e.positive not in e.negatives for e in mined)
+
+    report = train(
+        mined,
+        bundled_model_path(),
+        tmp_path / "tuned",
+        epochs=6,
+        learning_rate=1e-4,
+        batch_size=8,
+    )
+    assert report.steps == 6
+    assert report.losses[-1] < report.losses[0] * 0.9
+
+    tuned = load_encoder(RetrieverConfig(model_path=tmp_path / "tuned", device="cpu"))
+    assert tuned is not encoder
+    queries = tuned.encode(list(PAIRS))
+    docs = tuned.encode([documents[name] for name in PAIRS.values()])
+    before = encoder.encode(list(PAIRS)) @ encoder.encode([documents[n] for n in PAIRS.values()]).T
+    after = queries @ docs.T
+    # Each query is nearer its own tool than before, relative to the other tools.
+    margin = lambda s: float(np.mean(np.diag(s) - s.mean(axis=1)))  # noqa: E731
+    assert margin(after) > margin(before)
