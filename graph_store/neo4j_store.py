@@ -115,6 +115,17 @@ _CLEAR: tuple[LiteralString, ...] = (
 _GRAPH_EDGE: LiteralString = "[e:SEQUENTIAL|STRONG_DEP|WEAK_DEP]"
 
 
+def bolt_target(uri: str) -> tuple[str, tuple[str, str], str]:
+    """``bolt://user:password@host:port/database`` as (address, auth, database)."""
+    parts = urlsplit(uri)
+    auth = (unquote(parts.username or "neo4j"), unquote(parts.password or ""))
+    netloc = parts.hostname or "localhost"
+    if parts.port:
+        netloc += f":{parts.port}"
+    address = urlunsplit((parts.scheme, netloc, "", "", ""))
+    return address, auth, parts.path.strip("/") or "neo4j"
+
+
 class Neo4jStore:
     """A :class:`~graph_store.store.GraphStore` in a Neo4j (or Bolt-compatible) server."""
 
@@ -126,13 +137,7 @@ class Neo4jStore:
     @classmethod
     def from_uri(cls, uri: str, retry_seconds: float = 15.0) -> Neo4jStore:
         """Connect; a query that meets a lost connection is retried for ``retry_seconds``."""
-        parts = urlsplit(uri)
-        auth = (unquote(parts.username or "neo4j"), unquote(parts.password or ""))
-        netloc = parts.hostname or "localhost"
-        if parts.port:
-            netloc += f":{parts.port}"
-        address = urlunsplit((parts.scheme, netloc, "", "", ""))
-        database = parts.path.strip("/") or "neo4j"
+        address, auth, database = bolt_target(uri)
         driver = GraphDatabase.driver(
             address,
             auth=auth,

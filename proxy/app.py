@@ -14,13 +14,18 @@ from redis.asyncio import Redis
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
+from graph_store.store import open_store
 from proxy import health, metrics, models_router
 from proxy.auth import authenticate
 from proxy.chat.router import routes as chat_routes
 from proxy.chat.service import ChatService, Upstreams
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
+from proxy.execute.egress import EgressPolicy
+from proxy.execute.invocation import HttpInvoker, make_http_client
 from proxy.middleware import ObservabilityMiddleware
+from proxy.registry import router as registry_router
+from proxy.registry.service import ToolRegistry
 from proxy.responses import error_response
 from proxy.select.service import SelectService
 from proxy.upstream import ModelRouter
@@ -41,11 +46,14 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     master_key = settings.master_key
     app.state.master_key = master_key.get_secret_value().encode() if master_key else None
+    admin_key = settings.admin_key
+    app.state.admin_key = admin_key.get_secret_value().encode() if admin_key else None
     app.state.router = ModelRouter(settings)
     app.state.started_at = int(time.time())
     app.router.routes.extend(chat_routes)
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
+    app.include_router(registry_router.router)
     _add_error_handlers(app, settings.secrets())
     app.add_middleware(ObservabilityMiddleware)
     return app
@@ -82,9 +90,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         checks["redis"] = health.redis_check(redis)
     if settings.qdrant_url:
         checks["qdrant"] = health.http_check(session, f"{settings.qdrant_url}/readyz")
+    if settings.neo4j_uri:
+        checks["neo4j"] = health.neo4j_check(settings.neo4j_uri)
     app.state.readiness = health.Readiness(checks)
     try:
-        yield
+        async with _tool_registry(app, settings):
+            yield
     finally:
         await upstreams.relay.aclose()
         await upstreams.litellm.aclose()
@@ -92,6 +103,22 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         if redis is not None:
             await redis.aclose()
         metrics.forget_process(os.getpid())
+
+
+@asynccontextmanager
+async def _tool_registry(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
+    """The registry's store and test-call client, opened only when the admin key is set."""
+    if settings.admin_key is None:
+        yield
+        return
+    store = open_store(settings)
+    policy = EgressPolicy.from_settings(settings.executor)
+    async with make_http_client(policy, settings.executor) as client:
+        app.state.registry = ToolRegistry(store, HttpInvoker(client, settings.executor))
+        try:
+            yield
+        finally:
+            store.close()
 
 
 def _add_error_handlers(app: FastAPI, secrets: list[str]) -> None:

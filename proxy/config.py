@@ -15,6 +15,7 @@ import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 import yaml
 from pydantic import (
@@ -195,6 +196,11 @@ class Settings(BaseSettings):
     master_key: SecretStr | None = Field(
         default=None, description="When set, clients must send it as `Authorization: Bearer`."
     )
+    admin_key: SecretStr | None = Field(
+        default=None,
+        description="Opens the tool registry API (`/v1/toolgraph/tools`) to clients that send "
+        "it as `Authorization: Bearer`; the registry is closed while unset.",
+    )
     data_dir: Path = Field(
         default=Path.home() / ".local" / "share" / "toolgraph",
         description="Directory of the embedded stores.",
@@ -239,8 +245,11 @@ class Settings(BaseSettings):
 
     def secrets(self) -> list[str]:
         """Every key toolgraph knows, so that none is ever echoed to a client."""
-        keys = [s.get_secret_value() for s in (self.upstream_api_key, self.master_key) if s]
+        held = (self.upstream_api_key, self.master_key, self.admin_key)
+        keys = [s.get_secret_value() for s in held if s]
         keys += [key for route in self.models if (key := route.api_key())]
+        if self.neo4j_uri and (password := urlsplit(self.neo4j_uri).password):
+            keys.append(unquote(password))
         keys += [key for cred in self.executor.credentials if (key := cred.value())]
         return keys
 

@@ -5,11 +5,14 @@ ToolgraphError                 status, type, code, param: what the client sees
  ├── RequestTooLarge           413 invalid_request_error
  ├── AuthenticationFailed      401 authentication_error
  ├── NotFound                  404 not_found_error (routes, unknown models)
+ ├── Forbidden                 403 permission_error (a disabled or admin-only API)
+ ├── Conflict                  409 conflict_error (a name another tool holds)
  ├── ClientClosedRequest       499, for the metrics only: nobody is left to read it
  ├── UpstreamError             the upstream's own status, type, code and message
  │    ├── UpstreamUnreachable  502 (connection refused, reset, protocol error)
  │    └── UpstreamTimeout      504 (no answer within the configured time)
  ├── ToolError                 502 tool_error: a tool call the proxy made failed
+ │    ├── ToolHttpStatus       502 (the tool answered an HTTP error status, kept in http_status)
  │    ├── ToolTimeout          504 (the call or the request's deadline ran out)
  │    ├── ToolInputRejected    400 (arguments a tool refuses: hostile, too large, invalid)
  │    ├── MissingArguments     400 (a required value only the user can give: ask them)
@@ -97,6 +100,16 @@ class NotFound(ToolgraphError):
     type = "not_found_error"
 
 
+class Forbidden(ToolgraphError):
+    status = 403
+    type = "permission_error"
+
+
+class Conflict(ToolgraphError):
+    status = 409
+    type = "conflict_error"
+
+
 class ClientClosedRequest(ToolgraphError):
     status = 499
     type = "client_closed_request"
@@ -124,6 +137,12 @@ class ToolError(ToolgraphError):
     status = 502
     type = "tool_error"
     code = "tool_failed"
+
+
+class ToolHttpStatus(ToolError):
+    def __init__(self, http_status: int, message: str, *, param: str | None = None) -> None:
+        super().__init__(message, param=param)
+        self.http_status = http_status
 
 
 class ToolTimeout(ToolError):

@@ -48,6 +48,20 @@ def http_check(session: aiohttp.ClientSession, url: str) -> Check:
     return check
 
 
+def neo4j_check(uri: str) -> Check:
+    from neo4j import AsyncGraphDatabase
+
+    from graph_store.neo4j_store import bolt_target
+
+    address, auth, _ = bolt_target(uri)
+
+    async def check() -> None:
+        async with AsyncGraphDatabase.driver(address, auth=auth) as driver:
+            await driver.verify_connectivity()
+
+    return check
+
+
 async def _run_check(check: Check) -> str:
     try:
         async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):

@@ -1,7 +1,9 @@
 """OpenAI function specs: a ``tools`` array, a ``functions`` array, or bare functions.
 
 The file's stem is the group (one file, one family of functions); a tool may name its
-own ``x-category`` / ``x-group``.
+own ``x-category`` / ``x-group``, and where it is served in ``x-endpoint``
+(``{"method": "GET", "url": "https://api.example.com/v1/items/{id}", "locations":
+{"id": "path"}}``), which OpenAI's format has no field for.
 """
 
 from __future__ import annotations
@@ -56,5 +58,6 @@ def _parse_item(parsed: Parsed, path: Path, index: int, item: object) -> None:
             "group": group,
             "parameters": {"type": "object", "properties": {}, "required": [], **parameters},
             "provenance": Provenance(format=FORMAT, file=str(path), item=label),
+            "endpoint": spec.get("x-endpoint"),
         },
     )

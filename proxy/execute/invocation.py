@@ -29,6 +29,7 @@ from graph_store.models import ParamLocation, Tool
 from proxy.config import Executor, ToolCredential
 from proxy.errors import (
     ToolError,
+    ToolHttpStatus,
     ToolInputRejected,
     ToolResponseTooLarge,
     ToolTimeout,
@@ -152,7 +153,9 @@ class HttpInvoker:
                 continue
             if status >= 400:
                 snippet = redact(content[:_ERROR_SNIPPET].decode(errors="replace"), self.secrets)
-                raise ToolError(f"{tool.name} answered HTTP {status}: {snippet}", param=tool.name)
+                raise ToolHttpStatus(
+                    status, f"{tool.name} answered HTTP {status}: {snippet}", param=tool.name
+                )
             return parse_body(content, headers.get("content-type", ""))
         raise AssertionError("unreachable")
 

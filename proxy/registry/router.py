@@ -1,0 +1,80 @@
+"""The HTTP face of the tool registry, behind the admin key."""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import ValidationError
+
+from proxy.chat.protocol import format_param
+from proxy.chat.router import decode_json, read_body
+from proxy.errors import AuthenticationFailed, Forbidden, InvalidRequest
+from proxy.registry.protocol import RegisterTools, tool_summary
+from proxy.registry.service import ToolRegistry
+from proxy.responses import JSONResponse
+
+PREFIX = "/v1/toolgraph/tools"
+
+
+async def require_admin(request: Request) -> None:
+    admin_key: bytes | None = request.app.state.admin_key
+    if admin_key is None:
+        raise Forbidden(
+            "the tool registry is closed: set TOOLGRAPH_ADMIN_KEY to open it",
+            code="registry_disabled",
+        )
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), admin_key):
+        raise AuthenticationFailed("the tool registry needs the admin key as a bearer token")
+
+
+router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)])
+
+
+def _registry(request: Request) -> ToolRegistry:
+    registry: ToolRegistry = request.app.state.registry
+    return registry
+
+
+@router.get("")
+async def list_tools(request: Request, category: str | None = None) -> JSONResponse:
+    tools = await _registry(request).list(category)
+    return JSONResponse({"object": "list", "data": [tool_summary(tool) for tool in tools]})
+
+
+@router.get("/{key}")
+async def get_tool(key: str, request: Request) -> JSONResponse:
+    return JSONResponse(tool_summary(await _registry(request).get(key)))
+
+
+@router.post("")
+async def register_tools(request: Request, dry_run: bool = False) -> JSONResponse:
+    """Add or update tools; ``?dry_run=true`` checks them and stores nothing."""
+    limit: int = request.app.state.settings.limits.max_body_bytes
+    body = decode_json(await read_body(request, limit))
+    try:
+        wanted = RegisterTools.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise InvalidRequest(
+            error["msg"], param=format_param(error["loc"]) or None, code="invalid_tool"
+        ) from None
+    tools, checks = await _registry(request).register(wanted, store=not dry_run)
+    return JSONResponse(
+        {
+            "object": "list",
+            "dry_run": dry_run,
+            "data": [tool_summary(tool) for tool in tools],
+            "checks": [{"tool": c.tool, "outcome": c.outcome, "detail": c.detail} for c in checks],
+        },
+        status_code=200 if dry_run else 201,
+    )
+
+
+@router.delete("/{key}")
+async def delete_tool(key: str, request: Request) -> JSONResponse:
+    tool = await _registry(request).delete(key)
+    return JSONResponse(
+        {"id": tool.id, "name": tool.name, "object": "tool.deleted", "deleted": True}
+    )

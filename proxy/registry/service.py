@@ -1,0 +1,156 @@
+"""The tool registry, without HTTP: parse, check by calling, store.
+
+A new HTTP tool is called once before it is stored (the thesis's custom-API page
+does the same), through the executor's invoker and so under the egress policy.
+With arguments from ``test_arguments`` the call must succeed. Without them the
+arguments are made up from the schema (defaults, examples, first enum values,
+placeholders), so a 4xx answer is expected and accepted: it proves the endpoint is
+there. Unreachable, timed out, refused by the egress policy or 5xx is a failed
+check, and nothing of the batch is stored. Built-in tools need no check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from graph_store.errors import InvalidItem
+from graph_store.ingest._common import Parsed
+from graph_store.ingest.catalog import unique_tools
+from graph_store.ingest.openai_spec import parse_openai
+from graph_store.ingest.openapi import parse_openapi
+from graph_store.models import Tool
+from graph_store.store import GraphStore
+from proxy.errors import Conflict, InvalidRequest, NotFound, ToolError, ToolHttpStatus
+from proxy.execute.invocation import BUILTIN_SCHEME, ToolInvoker
+from proxy.registry.protocol import RegisterTools
+
+_SOURCE = Path("registry")
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    tool: str
+    outcome: str  # "passed", "reachable" (a 4xx to made-up arguments) or "skipped"
+    detail: str = ""
+
+
+class ToolRegistry:
+    def __init__(self, store: GraphStore, invoker: ToolInvoker) -> None:
+        self._store = store
+        self._invoker = invoker
+        self._writing = asyncio.Lock()
+
+    async def register(self, request: RegisterTools, store: bool) -> tuple[list[Tool], list[Check]]:
+        """Parse, check and (unless ``store`` is false) save the tools of ``request``."""
+        tools = _parse(request)
+        async with self._writing:
+            taken = await asyncio.to_thread(self._store.names)
+            tools, clashes = unique_tools(tools, taken)
+            if clashes:
+                raise Conflict(clashes[0].problem, param=clashes[0].item, code="name_taken")
+            checks = [
+                await self._check(tool, request.test_arguments.get(tool.name)) for tool in tools
+            ]
+            if store:
+                await asyncio.to_thread(self._store.upsert_tools, tools)
+        return tools, checks
+
+    async def get(self, key: str) -> Tool:
+        tool = await asyncio.to_thread(self._store.get_tool, key)
+        if tool is None:
+            raise NotFound(f"no tool {key!r} in the catalog", param="tool", code="tool_not_found")
+        return tool
+
+    async def list(self, category: str | None) -> list[Tool]:
+        return await asyncio.to_thread(self._store.list_tools, category)
+
+    async def delete(self, key: str) -> Tool:
+        async with self._writing:
+            tool = await self.get(key)
+            await asyncio.to_thread(self._store.delete_tools, [tool.id])
+        return tool
+
+    async def _check(self, tool: Tool, arguments: dict[str, JsonValue] | None) -> Check:
+        if tool.endpoint is None or tool.endpoint.url.startswith(BUILTIN_SCHEME):
+            return Check(tool.name, "skipped", "no HTTP endpoint")
+        given = arguments is not None
+        try:
+            await self._invoker.invoke(
+                tool, sample_arguments(tool) if arguments is None else arguments
+            )
+        except ToolError as exc:
+            client_error = isinstance(exc, ToolHttpStatus) and 400 <= exc.http_status < 500
+            if client_error and not given:
+                return Check(tool.name, "reachable", exc.message)
+            raise InvalidRequest(
+                f"the test call of {tool.name} failed: {exc.message}",
+                param="test_arguments",
+                code="tool_check_failed",
+                status=422,
+            ) from None
+        return Check(tool.name, "passed")
+
+
+def sample_arguments(tool: Tool) -> dict[str, JsonValue]:
+    """Arguments for a tool's required parameters, made up from its schema."""
+    properties = tool.parameters.get("properties")
+    required = tool.parameters.get("required")
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return {}
+    return {
+        name: _sample(properties.get(name))
+        for name in required
+        if isinstance(name, str) and name in properties
+    }
+
+
+_PLACEHOLDERS: dict[str, JsonValue] = {
+    "integer": 1,
+    "number": 1,
+    "boolean": True,
+    "array": [],
+    "object": {},
+}
+
+
+def _sample(schema: JsonValue) -> JsonValue:
+    if not isinstance(schema, dict):
+        return "test"
+    for key in ("default", "example"):
+        if key in schema:
+            return schema[key]
+    examples, enum = schema.get("examples"), schema.get("enum")
+    if isinstance(examples, list) and examples:
+        return examples[0]
+    if isinstance(enum, list) and enum:
+        return enum[0]
+    kind = schema.get("type")
+    return _PLACEHOLDERS.get(kind, "test") if isinstance(kind, str) else "test"
+
+
+def _parse(request: RegisterTools) -> list[Tool]:
+    try:
+        if request.openai is not None:
+            parsed = parse_openai(_SOURCE, request.openai)
+        else:
+            parsed = parse_openapi(_SOURCE, request.openapi)
+    except InvalidItem as exc:
+        raise InvalidRequest(exc.problem, param=exc.item, code="invalid_tool") from None
+    _refuse_errors(parsed)
+    if not parsed.tools:
+        raise InvalidRequest("the request holds no tool", code="invalid_tool")
+    if request.category:
+        return [tool.model_copy(update={"category": request.category}) for tool in parsed.tools]
+    return parsed.tools
+
+
+def _refuse_errors(parsed: Parsed) -> None:
+    if parsed.errors:
+        first = parsed.errors[0]
+        raise InvalidRequest(
+            f"{first.item}: {first.problem}", param=first.item, code="invalid_tool"
+        )

@@ -1,0 +1,255 @@
+"""The tool registry API: admin-only, checks a new tool by calling it, stores it."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ServerThread, free_port
+
+ADMIN = "tg-admin-key-0123456789"
+TOOLS = "/v1/toolgraph/tools"
+
+
+class _WeatherHandler(BaseHTTPRequestHandler):
+    """GET /weather/{city}: 200 for known cities, 404 for the rest."""
+
+    def do_GET(self) -> None:
+        city = self.path.split("?")[0].rsplit("/", 1)[-1]
+        known = city in ("Paris", "Oslo")
+        body = json.dumps({"city": city, "celsius": 12} if known else {"error": "unknown city"})
+        self.send_response(200 if known else 404)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def weather_api() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _WeatherHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def weather_spec(base: str, name: str = "get_weather", group: str = "weather") -> dict[str, Any]:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": "Current weather in a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+            "x-group": group,
+            "x-endpoint": {"method": "GET", "url": f"{base}/weather/{{city}}"},
+        },
+    }
+
+
+@pytest.fixture
+def registry(start_proxy: Any) -> ServerThread:
+    server: ServerThread = start_proxy(
+        admin_key=ADMIN, executor={"allow_private_networks": True, "retries": 0}
+    )
+    return server
+
+
+def call(server: ServerThread, method: str, path: str = "", **kwargs: Any) -> httpx.Response:
+    headers = {"authorization": f"Bearer {ADMIN}", **kwargs.pop("headers", {})}
+    return httpx.request(
+        method, f"{server.url}{TOOLS}{path}", headers=headers, timeout=20, **kwargs
+    )
+
+
+def test_the_registry_is_closed_without_an_admin_key(proxy: ServerThread) -> None:
+    response = httpx.get(f"{proxy.url}{TOOLS}", timeout=10)
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "registry_disabled"
+
+
+def test_the_registry_wants_the_admin_key(registry: ServerThread) -> None:
+    wrong = call(registry, "GET", headers={"authorization": "Bearer tg-not-it"})
+    assert wrong.status_code == 401
+    assert call(registry, "GET").json() == {"object": "list", "data": []}
+
+
+def test_a_tool_is_called_then_stored_and_survives_a_restart(
+    registry: ServerThread, weather_api: str, start_proxy: Any
+) -> None:
+    added = call(
+        registry,
+        "POST",
+        json={
+            "openai": [weather_spec(weather_api)],
+            "test_arguments": {"get_weather": {"city": "Paris"}},
+        },
+    )
+    assert added.status_code == 201, added.text
+    assert added.json()["checks"] == [{"tool": "get_weather", "outcome": "passed", "detail": ""}]
+    shown = call(registry, "GET", "/get_weather").json()
+    assert shown["endpoint"]["url"] == f"{weather_api}/weather/{{city}}"
+    assert shown["category"] == "custom"
+
+    registry.__exit__()
+    again: ServerThread = start_proxy(admin_key=ADMIN)
+    assert [tool["name"] for tool in call(again, "GET").json()["data"]] == ["get_weather"]
+
+
+def test_made_up_arguments_may_meet_a_4xx(registry: ServerThread, weather_api: str) -> None:
+    added = call(
+        registry, "POST", json={"openai": [weather_spec(weather_api)], "category": "weather"}
+    )
+    assert added.status_code == 201, added.text
+    check = added.json()["checks"][0]
+    assert check["outcome"] == "reachable"
+    assert "HTTP 404" in check["detail"]
+    assert (
+        call(registry, "GET", params={"category": "weather"}).json()["data"][0]["name"]
+        == "get_weather"
+    )
+
+
+def test_given_arguments_must_succeed(registry: ServerThread, weather_api: str) -> None:
+    refused = call(
+        registry,
+        "POST",
+        json={
+            "openai": [weather_spec(weather_api)],
+            "test_arguments": {"get_weather": {"city": "Atlantis"}},
+        },
+    )
+    assert refused.status_code == 422
+    assert refused.json()["error"]["code"] == "tool_check_failed"
+    assert call(registry, "GET").json()["data"] == []
+
+
+def test_an_unreachable_endpoint_is_refused_and_nothing_stored(
+    registry: ServerThread, weather_api: str
+) -> None:
+    dead = weather_spec(f"http://127.0.0.1:{free_port()}", name="dead_weather")
+    refused = call(registry, "POST", json={"openai": [weather_spec(weather_api), dead]})
+    assert refused.status_code == 422
+    assert "dead_weather" in refused.json()["error"]["message"]
+    assert call(registry, "GET").json()["data"] == []
+
+
+@pytest.mark.parametrize("target", ["127.0.0.1", "169.254.169.254"])
+def test_the_test_call_obeys_the_egress_policy(start_proxy: Any, target: str) -> None:
+    server: ServerThread = start_proxy(admin_key=ADMIN, executor={"retries": 0, "call_timeout": 2})
+    spec = weather_spec(f"http://{target}:{free_port()}")
+    refused = call(server, "POST", json={"openai": [spec]})
+    assert refused.status_code == 422
+    assert "non-public address" in refused.json()["error"]["message"]
+
+
+def test_dry_run_checks_and_stores_nothing(registry: ServerThread, weather_api: str) -> None:
+    checked = call(
+        registry,
+        "POST",
+        params={"dry_run": "true"},
+        json={
+            "openai": [weather_spec(weather_api)],
+            "test_arguments": {"get_weather": {"city": "Oslo"}},
+        },
+    )
+    assert checked.status_code == 200
+    assert checked.json()["dry_run"] is True
+    assert checked.json()["checks"][0]["outcome"] == "passed"
+    assert call(registry, "GET").json()["data"] == []
+
+
+def test_a_name_held_by_another_tool_is_a_conflict(
+    registry: ServerThread, weather_api: str
+) -> None:
+    assert call(registry, "POST", json={"openai": [weather_spec(weather_api)]}).status_code == 201
+    clash = call(registry, "POST", json={"openai": [weather_spec(weather_api, group="other")]})
+    assert clash.status_code == 409
+    assert clash.json()["error"]["code"] == "name_taken"
+
+
+def test_re_adding_a_tool_updates_it(registry: ServerThread, weather_api: str) -> None:
+    spec = weather_spec(weather_api)
+    assert call(registry, "POST", json={"openai": [spec]}).status_code == 201
+    spec["function"]["description"] = "Weather, now with more clouds."
+    assert call(registry, "POST", json={"openai": [spec]}).status_code == 201
+    tools = call(registry, "GET").json()["data"]
+    assert [tool["description"] for tool in tools] == ["Weather, now with more clouds."]
+
+
+def test_an_openapi_document_registers_its_operations(
+    registry: ServerThread, weather_api: str
+) -> None:
+    document = {
+        "openapi": "3.1.0",
+        "info": {"title": "Weather", "version": "1"},
+        "servers": [{"url": weather_api}],
+        "paths": {
+            "/weather/{city}": {
+                "get": {
+                    "operationId": "cityWeather",
+                    "tags": ["weather"],
+                    "parameters": [
+                        {
+                            "name": "city",
+                            "in": "path",
+                            "required": True,
+                            "schema": {"type": "string", "example": "Oslo"},
+                        }
+                    ],
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
+    }
+    added = call(registry, "POST", json={"openapi": document})
+    assert added.status_code == 201, added.text
+    assert added.json()["checks"][0]["outcome"] == "passed"  # the schema's example is a real city
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({}, "invalid_tool"),
+        ({"openai": [], "openapi": {}}, "invalid_tool"),
+        (
+            {
+                "openai": [
+                    {"type": "function", "function": {"name": "x", "parameters": {"type": "array"}}}
+                ]
+            },
+            "invalid_tool",
+        ),
+        (
+            {"openai": [{"type": "function", "function": {"description": "no name"}}]},
+            "invalid_tool",
+        ),
+        ({"openai": []}, "invalid_tool"),
+    ],
+)
+def test_bad_tool_specs_are_400(registry: ServerThread, body: dict[str, Any], code: str) -> None:
+    response = call(registry, "POST", json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+
+
+def test_delete_removes_a_tool(registry: ServerThread, weather_api: str) -> None:
+    call(registry, "POST", json={"openai": [weather_spec(weather_api)]})
+    deleted = call(registry, "DELETE", "/get_weather")
+    assert deleted.json()["deleted"] is True
+    assert call(registry, "GET", "/get_weather").status_code == 404
+    assert call(registry, "DELETE", "/get_weather").status_code == 404
