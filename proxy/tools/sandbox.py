@@ -114,10 +114,12 @@ class Sandbox:
             raise ToolError(f"{name}: the sandbox is not available", param=name) from None
         pid = 0
         try:
-            writer.write(HEADER.pack(len(payload)) + payload)
-            await writer.drain()
             async with asyncio.timeout(self.timeout):
+                # The child's pid comes first, so that it can be killed from here on
+                # (a timeout, or the request being cancelled).
                 pid = HEADER.unpack(await reader.readexactly(HEADER.size))[0]
+                writer.write(HEADER.pack(len(payload)) + payload)
+                await writer.drain()
                 size = HEADER.unpack(await reader.readexactly(HEADER.size))[0]
                 if size > MAX_RESULT_BYTES:
                     raise ToolResponseTooLarge(f"{name} returned over {MAX_RESULT_BYTES} bytes")

@@ -53,7 +53,7 @@ async def test_a_call_computes_in_a_child_process(sandbox: Sandbox) -> None:
     assert [r["value"] for r in results if isinstance(r, dict)] == [
         pytest.approx(1 / (n + 1)) for n in range(8)
     ]
-    assert time.perf_counter() - started < 5  # forks, not fresh interpreters
+    assert time.perf_counter() - started < 10  # forks, not fresh interpreters
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ async def test_a_runaway_computation_is_stopped_and_the_proxy_lives_on(
     started = time.perf_counter()
     with pytest.raises(ToolTimeout, match=r"longer than 1\.5s"):
         await sandbox.run("evaluate_expression", {"expression": expression})
-    assert time.perf_counter() - started < 1.5 + 1.0
+    assert time.perf_counter() - started < 1.5 + 2.0
     await asyncio.sleep(0.2)
     assert children(sandbox.server_pid) == []  # the child was killed, not left burning CPU
     assert await sandbox.run("evaluate_expression", {"expression": "6*7"}) == {
@@ -76,11 +76,10 @@ async def test_a_runaway_computation_is_stopped_and_the_proxy_lives_on(
 
 
 async def test_hostile_expressions_are_refused_before_any_work(sandbox: Sandbox) -> None:
+    # Refused, not timed out: the checks run before any computation.
     for expression in ("9**9**9**9", "__import__('os').system('touch /tmp/pwned')", "().__class__"):
-        started = time.perf_counter()
-        with pytest.raises(ToolInputRejected):
+        with pytest.raises(ToolInputRejected, match=r"allowed|exponents are limited"):
             await sandbox.run("evaluate_expression", {"expression": expression})
-        assert time.perf_counter() - started < 1.0
     with pytest.raises(ToolInputRejected, match="arguments over"):
         await sandbox.run("evaluate_expression", {"expression": "1" * 100_000})
 
@@ -125,3 +124,19 @@ async def test_a_dead_fork_server_is_replaced(sandbox: Sandbox) -> None:
     }
     assert sandbox.running
     assert sandbox.server_pid not in (None, first)
+
+
+async def test_cancelling_a_call_kills_its_child(sandbox: Sandbox) -> None:
+    task = asyncio.create_task(
+        sandbox.run("evaluate_expression", {"expression": "factorial(10**7)"})
+    )
+    for _ in range(100):
+        await asyncio.sleep(0.02)
+        if children(sandbox.server_pid):
+            break
+    assert children(sandbox.server_pid)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.sleep(0.2)
+    assert children(sandbox.server_pid) == []
