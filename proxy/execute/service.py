@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import httpx
 from redis.asyncio import Redis
 
 from graph_store.models import Tool
@@ -45,19 +46,29 @@ class ExecutedPlan:
 
 
 class ToolExecutor:
-    def __init__(self, settings: Executor, redis: Redis | None = None) -> None:
+    """``client``: an httpx client to share (made with :func:`make_http_client`; the
+    caller closes it); by default the executor makes and closes its own."""
+
+    def __init__(
+        self,
+        settings: Executor,
+        redis: Redis | None = None,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
         self.settings = settings
         self.policy = EgressPolicy.from_settings(settings)
         self.scheduler = Scheduler(settings)
         self.sandbox = Sandbox(settings.sandbox_timeout, settings.sandbox_memory_mb)
-        self._client = make_http_client(self.policy, settings)
+        self._owns_client = client is None
+        self._client = client or make_http_client(self.policy, settings)
         self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox))
         cache: FieldCache = RedisFieldCache(redis) if redis is not None else MemoryFieldCache()
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._owns_client:
+            await self._client.aclose()
         await self.sandbox.aclose()
 
     def runner(self, tools: Mapping[str, Tool], model: ChatModel | None) -> CatalogRunner:

@@ -11,6 +11,8 @@ from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor, load_settings
 from proxy.context import RequestContext
+from proxy.execute.egress import EgressPolicy
+from proxy.execute.invocation import make_http_client
 from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
@@ -103,3 +105,14 @@ async def test_a_plan_runs_from_settings_to_compressed_results(
     assert set(done.answer_inputs()) == {"field", "centre"}
     assert ("centre", None) in events
     assert ("centre", Outcome.OK) in events
+
+
+async def test_a_shared_client_stays_open_for_its_owner() -> None:
+    settings = Executor()
+    async with make_http_client(EgressPolicy.from_settings(settings), settings) as client:
+        executor = ToolExecutor(settings, client=client)
+        await executor.aclose()
+        assert not client.is_closed
+    own = ToolExecutor(settings)
+    await own.aclose()
+    assert own.sandbox.running is False
