@@ -166,7 +166,8 @@ class _Run:
         self.observer = observer
         self.scheduler = scheduler
         self.records = {node.id: CallRecord(node) for node in plan.nodes}
-        self.missing = {node.id: len(node.dependencies) for node in plan.nodes}
+        self.needs = {node.id: node.dependencies for node in plan.nodes}
+        self.missing = {node_id: len(needs) for node_id, needs in self.needs.items()}
         self.dependents = plan.dependents()
         self.clock = time.perf_counter()
         self.deadline_passed = False
@@ -207,7 +208,7 @@ class _Run:
             node = ready[0] if ready else None
 
     async def _invoke(self, node: PlanNode, record: CallRecord) -> None:
-        context = {d: self.records[d].output for d in node.dependencies}
+        context = {d: self.records[d].output for d in self.needs[node.id]}
         timeout = node.timeout or self.scheduler.call_timeout
         window = asyncio.timeout(timeout)
         try:
@@ -271,7 +272,8 @@ class _Run:
 
 def bind_arguments(node: PlanNode, context: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
     """The node's planned arguments, with every bound input filled from its source."""
-    arguments = copy.deepcopy(node.arguments)
+    nested = any("." in binding.target for binding in node.inputs)
+    arguments = copy.deepcopy(node.arguments) if nested else dict(node.arguments)
     for binding in node.inputs:
         if binding.target:
             try:

@@ -287,3 +287,17 @@ def test_a_bad_plan_is_refused(nodes: tuple[PlanNode, ...], message: str) -> Non
 def test_the_critical_path_is_the_longest_chain() -> None:
     plan = ToolPlan(nodes=(node("a"), node("b", "a"), node("c"), node("d", "b", "c")))
     assert plan.critical_path({"a": 1, "b": 2, "c": 4, "d": 1}) == 5
+
+
+async def test_a_binding_into_an_object_leaves_the_plan_untouched() -> None:
+    user = PlanNode(
+        id="use",
+        tool="use",
+        arguments={"variables": {"a": 1}},
+        inputs=(Binding(source="find", path="items.0.id", target="variables.b"),),
+    )
+    plan = ToolPlan(nodes=(node("find"), user))
+    tools = Tools()
+    await Scheduler(limits()).execute(plan, tools)
+    assert tools.seen["use"] == {"variables": {"a": 1, "b": "find-1"}}
+    assert user.arguments == {"variables": {"a": 1}}
