@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from eval.plan_eval import add_command as add_plan_eval_command
+from eval.plan_eval import run_command as run_plan_eval_command
 from eval.retrieval import COMMANDS as EVAL_COMMANDS
 from eval.retrieval import add_commands as add_eval_commands
 from eval.retrieval import run_command as run_eval_command
@@ -37,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_graph_command(args, settings)
     if args.command in RETRIEVER_COMMANDS:
         return run_retriever_command(args, settings)
+    if args.command in EVAL_COMMANDS and args.action == "plan":
+        return run_plan_eval_command(args, settings)
     if args.command in EVAL_COMMANDS:
         return run_eval_command(args, settings)
     parser.print_help()
@@ -110,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     add_graph_commands(commands)
     add_retriever_commands(commands)
     add_eval_commands(commands)
+    add_plan_eval_command(commands)
     return parser
 
 

@@ -1,0 +1,156 @@
+"""Candidate tools for one sub-task: retrieval for roots, the graph for dependents.
+
+A sub-task that needs nothing gets the retriever's top K over the catalog (hybrid:
+dense + BM25). A dependent one gets the out-neighbours of the tools chosen for the
+sub-tasks it needs (their union), filtered to its category, each scored by its
+cosine similarity to the sub-task text plus a bonus for the edge that reached it
+(STRONG_DEP > WEAK_DEP > SEQUENTIAL, scaled by the edge's weight); the best K are
+kept and, when the graph offers fewer than K, retrieval tops the list up.
+
+``mode="blend"`` is the variant measured beside it in proxy/plan/README.md: the
+neighbours and the retriever's top K compete on one score (similarity + edge bonus)
+instead of the neighbours coming first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from graph_store.models import EdgeKind
+from graph_store.store import GraphStore, neighbors
+from proxy.plan.model import Candidate
+from retriever.embedder import Vectors
+from retriever.index import ToolIndex
+
+if TYPE_CHECKING:
+    from proxy.config import Planner
+
+GraphMode = Literal["strict", "blend"]
+
+DEFAULT_BONUS: Mapping[EdgeKind, float] = {
+    EdgeKind.STRONG_DEP: 0.3,
+    EdgeKind.WEAK_DEP: 0.2,
+    EdgeKind.SEQUENTIAL: 0.1,
+}
+
+
+@dataclass(frozen=True)
+class GraphWeights:
+    bonus: Mapping[EdgeKind, float]
+    #: Share of the bonus that depends on the edge's weight (the rest is its kind's).
+    weight_share: float = 0.5
+
+    def of(self, kind: EdgeKind, weight: float) -> float:
+        return self.bonus[kind] * (1.0 - self.weight_share + self.weight_share * weight)
+
+
+def weights_from(planner: Planner) -> GraphWeights:
+    return GraphWeights(
+        {
+            EdgeKind.STRONG_DEP: planner.strong_bonus,
+            EdgeKind.WEAK_DEP: planner.weak_bonus,
+            EdgeKind.SEQUENTIAL: planner.sequential_bonus,
+        }
+    )
+
+
+class CandidateFinder:
+    """Search over one catalog: its graph store and its in-process index."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        index: ToolIndex,
+        weights: GraphWeights | None = None,
+        mode: GraphMode = "strict",
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.weights = weights or GraphWeights(DEFAULT_BONUS)
+        self.mode = mode
+        self._row = {doc.id: i for i, doc in enumerate(index.documents)}
+        self._specificity: dict[str, float] = {}
+
+    def specificity(self, tool_id: str) -> float:
+        """1 - the share of the catalog one edge away from ``tool_id``: an edge out of a
+        tool joined to everything says nothing (DailyLife's graph is nearly complete)."""
+        if tool_id not in self._specificity:
+            reached = len(neighbors(self.store, [tool_id]))
+            self._specificity[tool_id] = 1.0 - reached / max(1, len(self._row) - 1)
+        return self._specificity[tool_id]
+
+    def similarities(self, vector: Vectors) -> Mapping[str, float]:
+        scores = self.index.dense.scores(vector)
+        return _ScoreView(self._row, scores)
+
+    def retrieve(
+        self, text: str, vector: Vectors, k: int, category: str | None = None
+    ) -> list[Candidate]:
+        sims = self.similarities(vector)
+        hits = self.index.search(vector, text, k, method="hybrid", category=category)
+        return [
+            Candidate(hit.name, hit.id, sims[hit.id], sims[hit.id], "retrieval") for hit in hits
+        ]
+
+    def find(
+        self,
+        text: str,
+        vector: Vectors,
+        k: int,
+        *,
+        after: Sequence[str] = (),
+        category: str | None = None,
+        use_graph: bool = True,
+    ) -> list[Candidate]:
+        """The top ``k`` candidates; ``after`` holds the ids of the tools chosen for the
+        sub-tasks this one needs."""
+        retrieved = self.retrieve(text, vector, k, category)
+        if not after or not use_graph:
+            return retrieved
+        sims = self.similarities(vector)
+        reached = [
+            Candidate(
+                tool=n.name,
+                tool_id=n.tool_id,
+                score=sims.get(n.tool_id, 0.0)
+                + self.weights.of(n.kind, n.weight) * self.specificity(n.via),
+                similarity=sims.get(n.tool_id, 0.0),
+                source="graph",
+                edge=n.kind,
+                weight=n.weight,
+                via=n.via,
+            )
+            for n in neighbors(self.store, after, category=category)
+            if n.tool_id in self._row
+        ]
+        reached.sort(key=lambda c: (-c.score, c.tool))
+        if self.mode == "blend":
+            pool = {c.tool_id: c for c in retrieved}
+            pool.update({c.tool_id: c for c in reached})
+            return sorted(pool.values(), key=lambda c: (-c.score, c.tool))[:k]
+        chosen = reached[:k]
+        taken = {c.tool_id for c in chosen}
+        chosen += [c for c in retrieved if c.tool_id not in taken][: k - len(chosen)]
+        return chosen
+
+
+class _ScoreView(Mapping[str, float]):
+    """Cosine similarity by tool id, read from one score row without copying it."""
+
+    def __init__(self, rows: Mapping[str, int], scores: npt.NDArray[np.float32]) -> None:
+        self._rows = rows
+        self._scores = scores
+
+    def __getitem__(self, key: str) -> float:
+        return float(self._scores[self._rows[key]])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
