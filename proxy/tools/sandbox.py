@@ -36,6 +36,8 @@ MAX_RESULT_BYTES = 1024 * 1024
 _START_TIMEOUT = 60.0
 # One BLAS thread: the fork server must stay single-threaded to fork safely.
 _SERVER_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# All the server inherits of the proxy's environment: never its keys and secrets.
+_INHERITED = ("PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "LANG", "LC_ALL", "TMPDIR")
 
 
 class Sandbox:
@@ -79,7 +81,7 @@ class Sandbox:
                 str(self.memory_mb),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
-                env={**os.environ, **_SERVER_ENV},
+                env=_server_environment(),
             )
             assert self._server.stdout is not None
             async with asyncio.timeout(_START_TIMEOUT):
@@ -136,6 +138,11 @@ class Sandbox:
             _kill(pid)
             writer.close()
         return _decode(name, data)
+
+
+def _server_environment() -> dict[str, str]:
+    inherited = {name: os.environ[name] for name in _INHERITED if name in os.environ}
+    return {**inherited, **_SERVER_ENV}
 
 
 def _kill(pid: int) -> None:

@@ -36,6 +36,10 @@ def children(pid: int | None) -> list[int]:
     return found
 
 
+def environment_of(pid: int | None) -> list[bytes]:
+    return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
 async def test_a_call_computes_in_a_child_process(sandbox: Sandbox) -> None:
     result = await sandbox.run(
         "evaluate_expression",
@@ -140,3 +144,18 @@ async def test_cancelling_a_call_kills_its_child(sandbox: Sandbox) -> None:
         await task
     await asyncio.sleep(0.2)
     assert children(sandbox.server_pid) == []
+
+
+async def test_the_sandbox_sees_none_of_the_proxys_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TOOL_SECRET_FOR_TEST", "sk-do-not-leak")
+    box = Sandbox(timeout=5)
+    try:
+        await box.start()
+        pid = box.server_pid
+        environ = environment_of(pid)
+    finally:
+        await box.aclose()
+    assert not [entry for entry in environ if b"sk-do-not-leak" in entry]
+    assert b"OPENBLAS_NUM_THREADS=1" in environ
