@@ -1,0 +1,41 @@
+"""The planner's conversation with its model: prompts from files, counted calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from proxy.execute.arguments import parse_object
+from proxy.execute.llm import ChatModel, Message
+
+_PROMPTS = Path(__file__).parent / "prompts"
+
+
+def prompt(name: str) -> str:
+    return (_PROMPTS / f"{name}.md").read_text(encoding="utf-8")
+
+
+class PlanningFailed(Exception):
+    """The model's answers could not be made into a plan; the planner degrades."""
+
+
+@dataclass
+class CountedModel:
+    """A :class:`ChatModel` that counts calls and tokens for the trace and the eval."""
+
+    model: ChatModel
+    calls: int = 0
+    tokens: int = 0
+
+    async def ask(self, messages: list[Message], max_tokens: int = 512) -> str:
+        self.calls += 1
+        reply = await self.model.reply(messages, max_tokens=max_tokens)
+        self.tokens += reply.usage.get("total_tokens", 0)
+        return reply.text
+
+    async def ask_object(
+        self, messages: list[Message], max_tokens: int = 512
+    ) -> dict[str, JsonValue] | None:
+        return parse_object(await self.ask(messages, max_tokens))

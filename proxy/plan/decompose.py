@@ -1,0 +1,98 @@
+"""Step 1: the conversation becomes sub-tasks ``{id, text, category, needs}``.
+
+One LLM call (``prompts/decompose.md``); the JSON is validated (shape, unknown ids,
+self-loops, cycles, empty plans, categories not in the catalog) and the list of
+problems goes back to the model for a bounded number of retries. ``{"no_tools":
+true}`` marks a request that needs no tool at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import JsonValue, ValidationError
+
+from proxy.execute.arguments import parse_object
+from proxy.execute.llm import Message
+from proxy.plan._llm import CountedModel, PlanningFailed, prompt
+from proxy.plan.model import SubTask, subtask_problems
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    subtasks: list[SubTask]
+    no_tools: bool = False
+    attempts: int = 1
+
+
+async def decompose(
+    model: CountedModel, conversation: str, categories: Sequence[str], retries: int
+) -> Decomposition:
+    """Sub-tasks for ``conversation``; :class:`PlanningFailed` after ``retries`` retries."""
+    system = prompt("decompose").replace("{categories}", ", ".join(categories) or "(none)")
+    messages: list[Message] = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": f"<conversation>\n{conversation}\n</conversation>"},
+    ]
+    problems: list[str] = []
+    for attempt in range(1, retries + 2):
+        text = await model.ask(messages, max_tokens=1200)
+        result, problems = read_decomposition(text, categories)
+        if result is not None:
+            return Decomposition(result.subtasks, result.no_tools, attempt)
+        messages += [
+            {"role": "assistant", "content": text},
+            {
+                "role": "user",
+                "content": "That plan cannot be used:\n- "
+                + "\n- ".join(problems)
+                + "\nAnswer again with the corrected JSON object only.",
+            },
+        ]
+    raise PlanningFailed("decomposition failed validation: " + "; ".join(problems))
+
+
+def read_decomposition(
+    text: str, categories: Sequence[str]
+) -> tuple[Decomposition | None, list[str]]:
+    """The decomposition in a reply, or the problems that make it unusable."""
+    data = parse_object(text)
+    if data is None:
+        return None, ["the answer was not one JSON object"]
+    if data.get("no_tools") is True:
+        return Decomposition([], no_tools=True), []
+    raw = data.get("subtasks")
+    if not isinstance(raw, list):
+        return None, ["the object needs a 'subtasks' list (or \"no_tools\": true)"]
+    subtasks, problems = [], []
+    for i, item in enumerate(raw):
+        task, problem = _subtask(i, item, categories)
+        if task is not None:
+            subtasks.append(task)
+        if problem:
+            problems.append(problem)
+    problems += subtask_problems(subtasks) if not problems else []
+    return (None, problems) if problems else (Decomposition(subtasks), [])
+
+
+def _subtask(i: int, item: JsonValue, categories: Sequence[str]) -> tuple[SubTask | None, str]:
+    if not isinstance(item, dict):
+        return None, f"subtasks[{i}] is not an object"
+    needs = item.get("needs", [])
+    if not isinstance(needs, list):
+        return None, f"subtasks[{i}].needs must be a list of ids"
+    category = item.get("category")
+    if category is not None and categories and category not in categories:
+        return None, f"subtasks[{i}].category {json.dumps(category)} is not a catalog category"
+    try:
+        task = SubTask(
+            id=str(item.get("id", "")),
+            text=str(item.get("text", "")),
+            category=str(category) if category is not None else None,
+            needs=tuple(str(n) for n in needs),
+        )
+    except ValidationError:
+        return None, f"subtasks[{i}] needs a non-empty 'text'"
+    return task, ""

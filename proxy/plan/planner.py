@@ -1,0 +1,98 @@
+"""The planner as the app will hold it: conversation in, :class:`Plan` out, never raising.
+
+``policy="llm"``: decomposition, then depth-first selection with reflection, with
+long-term memory examples. Whatever fails on the way (the model unreachable, its
+answers unusable after the retries) degrades to the LLM-free policy over the
+sub-tasks obtained so far, or over the conversation as one sub-task, and the reason
+is kept in ``plan.notes`` for the trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+
+from proxy.config import Planner as PlannerConfig
+from proxy.errors import ToolgraphError
+from proxy.execute.llm import ChatModel
+from proxy.plan._llm import CountedModel, PlanningFailed
+from proxy.plan.candidates import CandidateFinder
+from proxy.plan.decompose import decompose
+from proxy.plan.memory import PlanMemory
+from proxy.plan.model import Plan, SubTask
+from proxy.plan.policy import embed_subtasks, plan_without_llm
+from proxy.plan.search import DepthFirstSearch, search_with_reflection
+from retriever.embedder import Encoder, Vectors
+
+log = logging.getLogger(__name__)
+
+
+class RequestPlanner:
+    def __init__(
+        self,
+        finder: CandidateFinder,
+        encoder: Encoder,
+        config: PlannerConfig,
+        memory: PlanMemory | None = None,
+    ) -> None:
+        self.finder = finder
+        self.encoder = encoder
+        self.config = config
+        self.memory = memory
+
+    async def plan(self, conversation: str, model: ChatModel | None) -> Plan:
+        if model is None or self.config.policy == "graph":
+            why = "no planner model" if model is None else "configured policy: graph"
+            return await self._without_llm([_whole(conversation)], [why])
+        counted = CountedModel(model)
+        subtasks: list[SubTask] = [_whole(conversation)]
+        try:
+            categories = [c.name for c in self.finder.store.categories()]
+            found = await decompose(
+                counted, conversation, categories, self.config.decompose_retries
+            )
+            if found.no_tools:
+                return Plan(
+                    [], {}, "llm", no_tools=True, llm_calls=counted.calls, tokens=counted.tokens
+                )
+            subtasks = found.subtasks
+            vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
+            plan = Plan(subtasks, {}, "llm")
+            search = DepthFirstSearch(
+                self.finder, counted, self.config.top_k, examples=self._examples(vectors)
+            )
+            await search_with_reflection(
+                search,
+                conversation,
+                plan,
+                vectors,
+                budget=self.config.step_budget,
+                rounds=self.config.reflection_rounds,
+            )
+        except (ToolgraphError, PlanningFailed) as exc:
+            reason = exc.message if isinstance(exc, ToolgraphError) else str(exc)
+            log.warning("planning fell back to the LLM-free policy: %s", reason)
+            plan = await self._without_llm(
+                subtasks, [f"fell back to the LLM-free policy: {reason}"]
+            )
+        plan.llm_calls, plan.tokens = counted.calls, counted.tokens
+        return plan
+
+    async def _without_llm(self, subtasks: Sequence[SubTask], notes: list[str]) -> Plan:
+        vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
+        plan = plan_without_llm(self.finder, subtasks, vectors, self.config.top_k)
+        plan.notes += notes
+        return plan
+
+    def _examples(self, vectors: Mapping[str, Vectors]) -> dict[str, list[str]]:
+        if self.memory is None or self.config.memory_k == 0:
+            return {}
+        examples: dict[str, list[str]] = {}
+        for vector in vectors.values():
+            examples.update(self.memory.recall(vector, self.config.memory_k))
+        return examples
+
+
+def _whole(conversation: str) -> SubTask:
+    return SubTask(id="s1", text=conversation.strip() or "(empty request)")

@@ -1,0 +1,230 @@
+"""Step 2 with an LLM: depth-first selection with backtracking, then reflection.
+
+Sub-tasks are visited in topological order. For each, the model sees a numbered list
+of candidates (the list is the whole output space: it cannot name a tool that does not
+exist) and answers a number, or 0 for "none fits". "None fits" for a dependent
+sub-task is a dead end: the walk backtracks to the latest sub-task it needs, excludes
+the tool chosen there, and chooses again; for a sub-task that needs nothing, it is
+left without a tool. Every ask and every backtrack spends one step of the budget;
+when the budget is spent the sub-tasks left are filled by the LLM-free policy.
+
+When the walk ends, the model reflects (``prompts/reflect.md``): *success* keeps the
+path; *partial* names the first wrong step: the steps before it stay, its tool is
+excluded and the walk resumes there with the reason in context; *failure* names
+noisy start tools: they are excluded everywhere and the walk starts again. Bounded
+rounds. Short-term memory (the path so far with the reason of every move) and the
+long-term examples go into every prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from proxy.execute.llm import Message
+from proxy.plan._llm import CountedModel, prompt
+from proxy.plan.candidates import CandidateFinder
+from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological
+from proxy.plan.policy import best_candidate, chosen_tool_ids
+from retriever.embedder import Vectors
+
+
+@dataclass
+class Walk:
+    """The state of one search: choices, exclusions, the budget, the notes so far."""
+
+    plan: Plan
+    budget: int
+    excluded: dict[str, set[str]] = field(default_factory=dict)  # sub-task → tools
+    noise: set[str] = field(default_factory=set)  # tools excluded everywhere
+    lessons: list[str] = field(default_factory=list)  # reflection reasons
+
+
+class DepthFirstSearch:
+    def __init__(
+        self,
+        finder: CandidateFinder,
+        model: CountedModel,
+        k: int,
+        *,
+        examples: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        self.finder = finder
+        self.model = model
+        self.k = k
+        self.examples = examples or {}
+
+    async def walk(
+        self, request: str, walk: Walk, vectors: Mapping[str, Vectors], start: int = 0
+    ) -> None:
+        """Choose tools for the sub-tasks from position ``start`` of the topological order."""
+        order = topological(walk.plan.subtasks)
+        position = {task.id: i for i, task in enumerate(order)}
+        i = start
+        while i < len(order):
+            task = order[i]
+            if walk.budget <= 0:
+                self._fill_without_llm(walk, order[i:], vectors)
+                return
+            candidates = self._candidates(walk, task, vectors[task.id])
+            pick, reason = await self._ask(request, walk, task, candidates)
+            walk.budget -= 1
+            if pick is not None:
+                walk.plan.choices[task.id] = pick.tool
+                walk.plan.decisions.append(Decision(task.id, candidates, pick.tool, reason))
+                i += 1
+                continue
+            walk.plan.decisions.append(Decision(task.id, candidates, None, reason))
+            back = max((position[n] for n in task.needs if n in walk.plan.choices), default=None)
+            if back is None:
+                i += 1  # nothing to go back to: this sub-task stays without a tool
+                continue
+            undone = order[back]
+            tool = walk.plan.choices[undone.id]
+            walk.excluded.setdefault(undone.id, set()).add(tool)
+            for later in order[back:]:
+                walk.plan.choices.pop(later.id, None)
+                if later.id != undone.id:
+                    walk.excluded.pop(later.id, None)
+            walk.plan.decisions.append(
+                Decision(
+                    undone.id, [], None, f"backtrack: no tool fits {task.id} after {tool}",
+                    kind="backtrack",
+                )
+            )  # fmt: skip
+            walk.budget -= 1
+            i = back
+
+    def _candidates(self, walk: Walk, task: SubTask, vector: Vectors) -> list[Candidate]:
+        banned = walk.noise | walk.excluded.get(task.id, set())
+        after = chosen_tool_ids(walk.plan, self.finder, task)
+        found = self.finder.find(
+            task.text, vector, self.k + len(banned), after=after, category=task.category
+        )
+        return [c for c in found if c.tool not in banned][: self.k]
+
+    async def _ask(
+        self, request: str, walk: Walk, task: SubTask, candidates: Sequence[Candidate]
+    ) -> tuple[Candidate | None, str]:
+        if not candidates:
+            return None, "no candidate left"
+        messages: list[Message] = [
+            {"role": "system", "content": prompt("pick")},
+            {"role": "user", "content": self._context(request, walk, task, candidates)},
+        ]
+        data = await self.model.ask_object(messages, max_tokens=200)
+        choice = data.get("choice") if data else None
+        reason = str(data.get("reason", "")) if data else ""
+        if isinstance(choice, int) and not isinstance(choice, bool):
+            if 1 <= choice <= len(candidates):
+                return candidates[choice - 1], reason or "chosen by the model"
+            if choice == 0:
+                return None, f"none fits: {reason}" if reason else "none fits"
+        return None, "the model's answer named no listed tool: treated as none fits"
+
+    def _context(
+        self, request: str, walk: Walk, task: SubTask, candidates: Sequence[Candidate]
+    ) -> str:
+        lines = [f"<request>\n{request}\n</request>", "", "Path so far (short-term memory):"]
+        for decision in walk.plan.decisions:
+            chosen = decision.chosen or "(none)"
+            lines.append(f"- {decision.kind} {decision.subtask}: {chosen}: {decision.reason}")
+        if not walk.plan.decisions:
+            lines.append("- (nothing chosen yet)")
+        lines += [f"Lesson from an earlier attempt: {lesson}" for lesson in walk.lessons]
+        for text, path in self.examples.items():
+            lines.append(f"A past success: {json.dumps(text)} was done with {' -> '.join(path)}")
+        lines += ["", f"Step {task.id}: {task.text}", "", "Tools:"]
+        for number, c in enumerate(candidates, 1):
+            tool = self.finder.store.get_tool(c.tool_id)
+            description = tool.description[:300] if tool else ""
+            how = f" [{c.edge.value} from the earlier tool]" if c.edge is not None else ""
+            lines.append(f"{number}. {c.tool}{how}: {description}")
+        lines.append("0. none of these fits")
+        return "\n".join(lines)
+
+    def _fill_without_llm(
+        self, walk: Walk, tasks: Sequence[SubTask], vectors: Mapping[str, Vectors]
+    ) -> None:
+        for task in tasks:
+            candidates = self._candidates(walk, task, vectors[task.id])
+            pick = best_candidate(candidates, set(walk.plan.choices.values()))
+            if pick is not None:
+                walk.plan.choices[task.id] = pick.tool
+            walk.plan.decisions.append(
+                Decision(
+                    task.id, candidates, pick.tool if pick else None,
+                    "step budget spent: best-scored candidate", kind="fallback",
+                )
+            )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # success, partial, failure, unreadable
+    reason: str = ""
+    first_wrong: str = ""
+    noise: tuple[str, ...] = ()
+
+
+async def reflect(model: CountedModel, request: str, plan: Plan) -> Verdict:
+    steps = [
+        f"- {task.id}: {task.text} -> {plan.choices.get(task.id, '(no tool)')}"
+        for task in topological(plan.subtasks)
+    ]
+    messages: list[Message] = [
+        {"role": "system", "content": prompt("reflect")},
+        {
+            "role": "user",
+            "content": f"<request>\n{request}\n</request>\n\nSteps:\n" + "\n".join(steps),
+        },
+    ]
+    data = await model.ask_object(messages, max_tokens=300)
+    if data is None:
+        return Verdict("unreadable")
+    kind = str(data.get("verdict", ""))
+    reason = str(data.get("reason", ""))
+    if kind == "partial" and str(data.get("first_wrong", "")) in {t.id for t in plan.subtasks}:
+        return Verdict("partial", reason, first_wrong=str(data["first_wrong"]))
+    noise = data.get("noise")
+    if kind == "failure" and isinstance(noise, list):
+        return Verdict("failure", reason, noise=tuple(str(n) for n in noise))
+    if kind == "success":
+        return Verdict("success", reason)
+    return Verdict("unreadable", reason)
+
+
+async def search_with_reflection(
+    search: DepthFirstSearch,
+    request: str,
+    plan: Plan,
+    vectors: Mapping[str, Vectors],
+    *,
+    budget: int,
+    rounds: int,
+) -> Walk:
+    walk = Walk(plan, budget)
+    await search.walk(request, walk, vectors)
+    order = topological(plan.subtasks)
+    for _ in range(rounds):
+        verdict = await reflect(search.model, request, plan)
+        plan.decisions.append(
+            Decision("", [], None, f"reflection: {verdict.kind}: {verdict.reason}", kind="reflect")
+        )
+        if verdict.kind in ("success", "unreadable") or walk.budget <= 0:
+            break
+        walk.lessons.append(verdict.reason or verdict.kind)
+        if verdict.kind == "partial":
+            start = next(i for i, t in enumerate(order) if t.id == verdict.first_wrong)
+            wrong = plan.choices.get(verdict.first_wrong)
+            if wrong:
+                walk.excluded.setdefault(verdict.first_wrong, set()).add(wrong)
+            for later in order[start:]:
+                plan.choices.pop(later.id, None)
+        else:
+            start = 0
+            walk.noise.update(verdict.noise)
+            plan.choices.clear()
+        await search.walk(request, walk, vectors, start)
+    return walk

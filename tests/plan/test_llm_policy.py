@@ -1,0 +1,271 @@
+"""The LLM policy against the fake upstream: decomposition, DFS picks, reflection,
+budgets, degradation, and memory written only after a successful run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from qdrant_client import QdrantClient
+
+from eval.fake_upstream import FakeUpstream, Script
+from proxy.config import Planner, load_settings
+from proxy.context import RequestContext
+from proxy.execute.llm import UpstreamModel
+from proxy.execute.plan import PlanNode
+from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
+from proxy.plan.candidates import CandidateFinder
+from proxy.plan.memory import PlanMemory
+from proxy.plan.model import Plan
+from proxy.plan.planner import RequestPlanner
+from proxy.plan.policy import embed_subtasks
+from proxy.upstream import ModelRouter
+from proxy.upstream.relay import RelayUpstream, make_session
+from retriever.embedder import Encoder
+
+REQUEST = "Find a flight from Beijing to Paris, book it for Li Lei and text my wife."
+STEPS = {
+    "subtasks": [
+        {
+            "id": "s1",
+            "text": "find flights from Beijing to Paris",
+            "category": "travel",
+            "needs": [],
+        },
+        {
+            "id": "s2",
+            "text": "book a seat on the flight for Li Lei",
+            "category": "travel",
+            "needs": ["s1"],
+        },
+        {"id": "s3", "text": "send my wife a text message", "category": "travel", "needs": ["s2"]},
+    ]
+}
+
+
+def reply(value: object) -> Script:
+    return Script(text=value if isinstance(value, str) else json.dumps(value))
+
+
+def pick(n: int, why: str = "fits") -> Script:
+    return reply({"choice": n, "reason": why})
+
+
+@pytest.fixture
+async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
+    settings = load_settings(
+        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
+    )
+    session = make_session(settings.timeouts)
+    target = ModelRouter(settings).resolve("fake-model")
+    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
+    await session.close()
+
+
+def planner(finder: CandidateFinder, encoder: Encoder, **config: Any) -> RequestPlanner:
+    values: dict[str, Any] = {"top_k": 3, "reflection_rounds": 0, "memory_k": 0}
+    values.update(config)
+    return RequestPlanner(finder, encoder, Planner(**values))
+
+
+def prompts(upstream: FakeUpstream) -> list[str]:
+    return ["\n".join(m["content"] for m in r.body["messages"]) for r in upstream.requests]
+
+
+async def test_a_valid_plan_is_walked_with_one_pick_per_step(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert plan.choices == {"s1": "flight_search", "s2": "book_flight", "s3": "send_sms"}
+    assert plan.llm_calls == 4
+    assert plan.notes == []
+    pick_prompt = prompts(upstream)[3]
+    assert "0. none of these fits" in pick_prompt
+    assert "pick s2: book_flight: fits" in pick_prompt  # short-term memory: path and reasons
+    assert "[SEQUENTIAL from the earlier tool]" in pick_prompt
+
+
+@pytest.mark.parametrize(
+    ("bad", "feedback"),
+    [
+        ("sure, here is the plan: s1 then s2", "the answer was not one JSON object"),
+        (
+            {
+                "subtasks": [
+                    {"id": "a", "text": "x", "needs": ["b"]},
+                    {"id": "b", "text": "y", "needs": ["a"]},
+                ]
+            },
+            "form a cycle",
+        ),
+        ({"subtasks": [{"id": "a", "text": "x", "needs": ["zz"]}]}, "needs unknown sub-task 'zz'"),
+        ({"subtasks": [{"id": "a", "text": "x", "needs": ["a"]}]}, "sub-task a needs itself"),
+        ({"subtasks": []}, "the plan has no sub-tasks"),
+        (
+            {"subtasks": [{"id": "a", "text": "x", "category": "astrology"}]},
+            "is not a catalog category",
+        ),
+    ],
+)
+async def test_an_invalid_decomposition_is_sent_back_with_its_problem(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder,
+    bad: object, feedback: str,
+) -> None:  # fmt: skip
+    upstream.enqueue(reply(bad), reply(STEPS), pick(1), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert feedback in prompts(upstream)[1]
+    assert plan.choices["s3"] == "send_sms"
+    assert plan.policy == "llm"
+
+
+async def test_retries_are_bounded_then_the_llm_free_policy_plans(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(*[reply("no idea")] * 5)
+    plan = await planner(finder, encoder, decompose_retries=2).plan(REQUEST, model)
+    assert len(upstream.requests) == 3
+    assert plan.policy == "graph"
+    assert plan.notes[0].startswith("fell back to the LLM-free policy: decomposition failed")
+    assert len(plan.choices) == 1  # the whole request as one sub-task
+
+
+async def test_an_unreachable_model_degrades_and_says_why(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(Script(status=500, error={"message": "boom", "type": "server_error"}))
+    plan = await planner(finder, encoder, decompose_retries=0).plan(REQUEST, model)
+    assert plan.policy == "graph"
+    assert "fell back to the LLM-free policy" in plan.notes[0]
+    assert plan.choices
+
+
+async def test_a_request_needing_no_tool_is_recognised(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply({"no_tools": True}))
+    plan = await planner(finder, encoder).plan("Hi! How are you?", model)
+    assert plan.no_tools
+    assert plan.choices == {}
+    assert plan.llm_calls == 1
+
+
+async def test_an_invented_or_out_of_range_choice_never_becomes_a_tool(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), reply({"choice": "teleport"}), pick(99), reply({"choice": 0}))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    names = set(finder.store.names())
+    assert set(plan.choices.values()) <= names
+    assert "teleport" not in plan.choices.values()
+    assert any("named no listed tool" in d.reason for d in plan.decisions)
+
+
+async def test_none_fits_everywhere_backtracks_within_the_budget(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), *[pick(0, "nothing sends texts")] * 30)
+    plan = await planner(finder, encoder, step_budget=6).plan(REQUEST, model)
+    kinds = [d.kind for d in plan.decisions]
+    assert "backtrack" in kinds
+    # Budget 6: at most 6 picks and backtracks together reach the model.
+    assert len(upstream.requests) - 1 <= 6
+    backtracked = next(d for d in plan.decisions if d.kind == "backtrack")
+    assert backtracked.subtask == "s2"
+    assert "fallback" in kinds  # what the budget left undone, the LLM-free policy did
+    assert set(plan.choices.values()) <= set(finder.store.names())
+
+
+async def test_a_budget_of_one_asks_once(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), pick(1))
+    plan = await planner(finder, encoder, step_budget=1).plan(REQUEST, model)
+    assert len(upstream.requests) == 2
+    assert [d.kind for d in plan.decisions] == ["pick", "fallback", "fallback"]
+    assert len(plan.choices) == 3
+
+
+async def test_reflection_success_keeps_the_path(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(
+        reply(STEPS), pick(1), pick(1), pick(1), reply({"verdict": "success", "reason": "ok"})
+    )
+    plan = await planner(finder, encoder, reflection_rounds=2).plan(REQUEST, model)
+    assert len(upstream.requests) == 5
+    assert plan.decisions[-1].kind == "reflect"
+    assert plan.choices["s2"] == "book_flight"
+
+
+async def test_reflection_partial_resumes_at_the_first_wrong_step(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(
+        reply(STEPS), pick(1), pick(1), pick(1),
+        reply({"verdict": "partial", "first_wrong": "s2", "reason": "booked the wrong thing"}),
+        pick(1), pick(1), reply({"verdict": "success"}),
+    )  # fmt: skip
+    plan = await planner(finder, encoder, reflection_rounds=2).plan(REQUEST, model)
+    assert plan.choices["s1"] == "flight_search"  # kept
+    assert plan.choices["s2"] != "book_flight"  # the wrong tool is excluded there
+    retry = [d for d in plan.decisions if d.subtask == "s2" and d.kind == "pick"][-1]
+    assert "book_flight" not in {c.tool for c in retry.candidates}
+    assert "booked the wrong thing" in prompts(upstream)[5]  # the lesson is in context
+
+
+async def test_reflection_failure_drops_the_noisy_start_tools(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(
+        reply(STEPS), pick(1), pick(1), pick(1),
+        reply({"verdict": "failure", "noise": ["flight_search"], "reason": "wrong start"}),
+        pick(1), pick(1), pick(1), reply({"verdict": "success"}),
+    )  # fmt: skip
+    plan = await planner(finder, encoder, reflection_rounds=3).plan(REQUEST, model)
+    assert plan.choices["s1"] != "flight_search"
+    assert all("flight_search" not in {c.tool for c in d.candidates} for d in plan.decisions[4:])
+
+
+async def test_reflection_rounds_are_bounded(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    partial = reply({"verdict": "partial", "first_wrong": "s3", "reason": "no"})
+    upstream.enqueue(
+        reply(STEPS), pick(1), pick(1), pick(1), partial, pick(1), partial, pick(1), partial
+    )
+    plan = await planner(finder, encoder, reflection_rounds=2, step_budget=50).plan(REQUEST, model)
+    assert sum(d.kind == "reflect" for d in plan.decisions) == 2
+    # decompose, 3 picks, then twice: a reflection and the search again from s3.
+    assert len(upstream.requests) == 8
+
+
+def run_of(plan: Plan, outcome: Outcome) -> PlanRun:
+    records = {
+        task_id: CallRecord(PlanNode(id=task_id, tool=tool), outcome=outcome)
+        for task_id, tool in plan.choices.items()
+    }
+    return PlanRun(records)
+
+
+async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    memory = PlanMemory(QdrantClient(location=":memory:"), "plan_memory", encoder.dim)
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    subject = RequestPlanner(
+        finder, encoder, Planner(top_k=3, reflection_rounds=0, memory_k=2), memory
+    )
+    plan = await subject.plan(REQUEST, model)
+    vectors = embed_subtasks(encoder, plan.subtasks)
+    assert memory.remember(plan, run_of(plan, Outcome.FAILED), vectors) == 0
+    assert memory.count() == 0
+    assert memory.remember(plan, run_of(plan, Outcome.OK), vectors) == 3
+    found = memory.recall(vectors["s3"], 1)
+    assert found == {"send my wife a text message": ["flight_search", "book_flight", "send_sms"]}
+    upstream.reset()
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    await subject.plan(REQUEST, model)
+    assert "A past success" in prompts(upstream)[1]
