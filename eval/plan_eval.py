@@ -46,7 +46,7 @@ from retriever.config import RetrieverConfig
 
 if TYPE_CHECKING:
     from proxy.config import Planner, Settings
-    from proxy.plan.candidates import GraphMode
+    from proxy.plan.candidates import CandidateFinder, GraphMode
     from retriever.embedder import Encoder, Vectors
 
 POLICIES = ("retrieval", "graph", "graph-blend")
@@ -214,6 +214,22 @@ def score_plan(plan: Plan, request: Request, tally: Tally, k: int) -> None:
             tally.add(f"{prefix}link_f1@{k}", link_f1)
 
 
+def score_gold_predecessors(
+    finder: CandidateFinder, request: Request, vectors: dict[str, Vectors], tally: Tally, k: int
+) -> None:
+    """Candidate recall of dependents when the tools before them are the gold ones: what
+    the graph offers apart from the errors of earlier picks."""
+    gold = dict(zip((t.id for t in request.subtasks), request.nodes, strict=True))
+    for task, tool in zip(request.subtasks, request.nodes, strict=True):
+        if not task.needs:
+            continue
+        after = [found.id for n in task.needs if (found := finder.store.get_tool(gold[n]))]
+        offered = finder.find(task.text, vectors[task.id], k, after=after, category=task.category)
+        tally.add(
+            f"candidate_recall@{k}/dependent_gold_before", float(tool in {c.tool for c in offered})
+        )
+
+
 def evaluate(
     data: Dataset,
     encoder: Encoder,
@@ -255,6 +271,8 @@ def evaluate(
                 finder, request.subtasks, vectors, k, use_graph=policy != "retrieval"
             )
             score_plan(plan, request, tally, k)
+            if policy != "retrieval":
+                score_gold_predecessors(finder, request, vectors, tally, k)
         scores = tally.means()
         scores.update({"llm_calls": 0.0, "llm_tokens": 0.0})
         results[policy] = scores
@@ -264,11 +282,18 @@ def evaluate(
 def format_report(results: dict[str, dict[str, float]], ks: Sequence[int]) -> str:
     columns = [f"candidate_recall@{k}" for k in ks]
     columns += [f"candidate_recall@{k}/dependent" for k in ks]
+    columns += [f"candidate_recall@{k}/dependent_gold_before" for k in ks]
     columns += [f"node_f1@{k}" for k in ks] + [f"link_f1@{k}" for k in ks]
-    short = {c: c.replace("candidate_recall", "R").replace("/dependent", "dep") for c in columns}
+    short = {
+        c: c.replace("candidate_recall", "R")
+        .replace("/dependent_gold_before", "gold")
+        .replace("/dependent", "dep")
+        for c in columns
+    }
     lines = [f"{'policy':<12}" + "".join(f"{short[c]:>10}" for c in columns)]
     for policy, scores in results.items():
-        lines.append(f"{policy:<12}" + "".join(f"{scores.get(c, 0.0):>10.1f}" for c in columns))
+        cells = [f"{scores[c]:>10.1f}" if c in scores else f"{'-':>10}" for c in columns]
+        lines.append(f"{policy:<12}" + "".join(cells))
     return "\n".join(lines)
 
 
