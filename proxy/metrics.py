@@ -83,6 +83,12 @@ TOOL_RESPONSE_BYTES = Counter(
     "Bytes of tool responses before and after compression, by stage (raw, compressed).",
     ["stage"],
 )
+STAGE_LATENCY = Histogram(
+    "toolgraph_stage_duration_seconds",
+    "Time one orchestration stage took for one request, by stage (decompose, select).",
+    ["stage"],
+    buckets=_LATENCY_BUCKETS,
+)
 CACHE_LOOKUPS = Counter(
     "toolgraph_cache_lookups_total",
     "Cache lookups by cache and result (hit, miss).",

@@ -380,6 +380,21 @@ def tools(layout: Layout) -> None:
     )
 
 
+def stages(layout: Layout) -> None:
+    stage = "toolgraph_stage_duration_seconds"
+    layout.row("Orchestration stages")
+    layout.line(
+        8,
+        timeseries(
+            "Stage latency by stage (p50, p95)",
+            f"{stage}: decompose and select (the planner), per request.",
+            quantiles(stage, "stage", "", (0.5, 0.95), " {{stage}}"),
+            "s",
+            24,
+        ),
+    )
+
+
 def caches(layout: Layout) -> None:
     lookups = "toolgraph_cache_lookups_total"
     layout.row("Caches")
@@ -428,7 +443,7 @@ def variable(name: str, label: str, metric: str) -> dict[str, Any]:
 
 def build_dashboard() -> dict[str, Any]:
     layout = Layout()
-    for section in (traffic, latency, tokens, tools, caches):
+    for section in (traffic, latency, tokens, tools, stages, caches):
         section(layout)
     return {
         "title": "toolgraph",

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
+from proxy import metrics
 from proxy.config import Planner as PlannerConfig
 from proxy.errors import ToolgraphError
 from proxy.execute.llm import ChatModel
@@ -42,46 +43,62 @@ class RequestPlanner:
         self.memory = memory
 
     async def plan(self, conversation: str, model: ChatModel | None) -> Plan:
+        """Decompose ``conversation`` and choose a tool for every sub-task."""
         if model is None or self.config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
         counted = CountedModel(model)
-        subtasks: list[SubTask] = [_whole(conversation)]
         try:
             categories = [c.name for c in self.finder.store.categories()]
-            found = await decompose(
-                counted, conversation, categories, self.config.decompose_retries
-            )
-            if found.no_tools:
-                return Plan(
-                    [], {}, "llm", no_tools=True, llm_calls=counted.calls, tokens=counted.tokens
+            with metrics.STAGE_LATENCY.labels("decompose").time():
+                found = await decompose(
+                    counted, conversation, categories, self.config.decompose_retries
                 )
-            subtasks = found.subtasks
-            vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
-            plan = Plan(subtasks, {}, "llm")
-            search = DepthFirstSearch(
-                self.finder, counted, self.config.top_k, examples=self._examples(vectors)
-            )
-            await search_with_reflection(
-                search,
-                conversation,
-                plan,
-                vectors,
-                budget=self.config.step_budget,
-                rounds=self.config.reflection_rounds,
-            )
         except (ToolgraphError, PlanningFailed) as exc:
-            reason = exc.message if isinstance(exc, ToolgraphError) else str(exc)
-            log.warning("planning fell back to the LLM-free policy: %s", reason)
-            plan = await self._without_llm(
-                subtasks, [f"fell back to the LLM-free policy: {reason}"]
+            plan = await self._without_llm([_whole(conversation)], [_fell_back(exc)])
+            plan.llm_calls, plan.tokens = counted.calls, counted.tokens
+            return plan
+        if found.no_tools:
+            return Plan(
+                [], {}, "llm", no_tools=True, llm_calls=counted.calls, tokens=counted.tokens
             )
+        return await self._select(conversation, found.subtasks, counted)
+
+    async def plan_subtasks(
+        self, conversation: str, subtasks: Sequence[SubTask], model: ChatModel | None
+    ) -> Plan:
+        """Choose tools for sub-tasks given from outside (the eval's gold steps)."""
+        if model is None or self.config.policy == "graph":
+            return await self._without_llm(subtasks, ["no planner model"])
+        return await self._select(conversation, subtasks, CountedModel(model))
+
+    async def _select(
+        self, conversation: str, subtasks: Sequence[SubTask], counted: CountedModel
+    ) -> Plan:
+        plan = Plan(list(subtasks), {}, "llm")
+        try:
+            with metrics.STAGE_LATENCY.labels("select").time():
+                vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
+                search = DepthFirstSearch(
+                    self.finder, counted, self.config.top_k, examples=self._examples(vectors)
+                )
+                await search_with_reflection(
+                    search,
+                    conversation,
+                    plan,
+                    vectors,
+                    budget=self.config.step_budget,
+                    rounds=self.config.reflection_rounds,
+                )
+        except (ToolgraphError, PlanningFailed) as exc:
+            plan = await self._without_llm(subtasks, [_fell_back(exc)])
         plan.llm_calls, plan.tokens = counted.calls, counted.tokens
         return plan
 
     async def _without_llm(self, subtasks: Sequence[SubTask], notes: list[str]) -> Plan:
-        vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
-        plan = plan_without_llm(self.finder, subtasks, vectors, self.config.top_k)
+        with metrics.STAGE_LATENCY.labels("select").time():
+            vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
+            plan = plan_without_llm(self.finder, subtasks, vectors, self.config.top_k)
         plan.notes += notes
         return plan
 
@@ -92,6 +109,12 @@ class RequestPlanner:
         for vector in vectors.values():
             examples.update(self.memory.recall(vector, self.config.memory_k))
         return examples
+
+
+def _fell_back(exc: Exception) -> str:
+    reason = exc.message if isinstance(exc, ToolgraphError) else str(exc)
+    log.warning("planning fell back to the LLM-free policy: %s", reason)
+    return f"fell back to the LLM-free policy: {reason}"
 
 
 def _whole(conversation: str) -> SubTask:

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from qdrant_client import QdrantClient
 
 from eval.fake_upstream import FakeUpstream, Script
@@ -269,3 +270,18 @@ async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     await subject.plan(REQUEST, model)
     assert "A past success" in prompts(upstream)[1]
+
+
+def stage_count(stage: str) -> float:
+    return (
+        REGISTRY.get_sample_value("toolgraph_stage_duration_seconds_count", {"stage": stage}) or 0.0
+    )
+
+
+async def test_each_stage_is_timed(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    before = stage_count("decompose"), stage_count("select")
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    await planner(finder, encoder).plan(REQUEST, model)
+    assert (stage_count("decompose"), stage_count("select")) == (before[0] + 1, before[1] + 1)
