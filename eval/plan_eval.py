@@ -24,6 +24,7 @@ from the graph neighbours of the tools chosen before them), ``graph-blend``
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gzip
 import json
 import re
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from proxy.config import Planner, Settings
     from proxy.plan.candidates import CandidateFinder, GraphMode
     from retriever.embedder import Encoder, Vectors
+    from retriever.index import ToolIndex
 
 POLICIES = ("retrieval", "graph", "graph-blend")
 _STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", re.IGNORECASE)
@@ -230,6 +232,22 @@ def score_gold_predecessors(
         )
 
 
+def build_index(
+    data: Dataset, encoder: Encoder, *, cache_dir: Path | None, progress: bool
+) -> ToolIndex:
+    """The catalog's in-process index, document vectors cached on disk."""
+    from retriever.bulk import embed_documents
+    from retriever.catalog import catalog_documents
+    from retriever.index import ToolIndex
+
+    documents = catalog_documents(data.tools, RetrieverConfig())
+    vectors = embed_documents(
+        encoder, [d.text for d in documents], cache_dir=cache_dir, progress=progress,
+        label=f"embedding {len(documents)} tools",
+    )  # fmt: skip
+    return ToolIndex(documents, vectors)
+
+
 def evaluate(
     data: Dataset,
     encoder: Encoder,
@@ -244,15 +262,8 @@ def evaluate(
     from proxy.plan.candidates import CandidateFinder, weights_from
     from proxy.plan.policy import plan_without_llm
     from retriever.bulk import embed_documents
-    from retriever.catalog import catalog_documents
-    from retriever.index import ToolIndex
 
-    documents = catalog_documents(data.tools, RetrieverConfig())
-    doc_vectors = embed_documents(
-        encoder, [d.text for d in documents], cache_dir=cache_dir, progress=progress,
-        label=f"embedding {len(documents)} tools",
-    )  # fmt: skip
-    index = ToolIndex(documents, doc_vectors)
+    index = build_index(data, encoder, cache_dir=cache_dir, progress=progress)
     texts = sorted({t.text for r in data.requests for t in r.subtasks})
     matrix = embed_documents(
         encoder, texts, cache_dir=cache_dir, progress=progress, label="embedding sub-tasks"
@@ -312,6 +323,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     plan.add_argument("--policy", default="retrieval,graph,graph-blend",
                       help=f"comma-separated: {', '.join(POLICIES)}, llm")  # fmt: skip
     plan.add_argument("--split", help="a split of split_ids.json (test)")
+    plan.add_argument("--model", help="the planner model for --policy llm (upstream_model)")
     plan.add_argument("--k", default="1,3,5,10", help="candidate list sizes, comma-separated")
     plan.add_argument("--limit", type=int, help="the first N requests only")
     plan.add_argument("--json", type=Path, help="write the scores here as JSON")
@@ -330,14 +342,10 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         print(f"toolgraph: --k must be positive integers, got {args.k!r}", file=sys.stderr)
         return 2
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
-    if args.steps == "llm" or "llm" in policies:
-        print(
-            "toolgraph: --steps llm / --policy llm need a planner model; this build measures "
-            "the LLM-free policies only (see proxy/plan/README.md)",
-            file=sys.stderr,
-        )
+    if args.steps == "llm" and policies != ["llm"]:
+        print("toolgraph: --steps llm runs with --policy llm only", file=sys.stderr)
         return 2
-    if not set(policies) <= set(POLICIES):
+    if not set(policies) <= {*POLICIES, "llm"}:
         print(f"toolgraph: --policy must name {', '.join(POLICIES)}", file=sys.stderr)
         return 2
     try:
@@ -353,11 +361,20 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         data,
         encoder,
         ks,
-        policies,
+        [p for p in policies if p != "llm"],
         cache_dir=args.cache_dir,
         planner=settings.planner,
         progress=not args.quiet,
     )
+    if "llm" in policies:
+        from eval.plan_llm import evaluate_llm
+
+        index = build_index(data, encoder, cache_dir=args.cache_dir, progress=not args.quiet)
+        results["llm"] = asyncio.run(
+            evaluate_llm(
+                data, encoder, index, settings, ks[-1], args.steps, args.model, not args.quiet
+            )
+        )
     print(
         f"{data.name}: {len(data.requests)} requests ({data.skipped} skipped), "
         f"{len(data.tools)} tools, {time.perf_counter() - started:.0f} s\n"

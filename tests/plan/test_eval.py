@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from eval.fake_upstream import FakeUpstream, Script
 from eval.plan_eval import Dataset, f1, load_dataset, mask_tool_names
 from proxy.cli import main
 
@@ -59,3 +60,31 @@ def test_bad_arguments_are_refused(taskbench_dir: Path) -> None:
     assert main(["eval", "plan", "--dataset", str(taskbench_dir), "--k", "0"]) == 2
     assert main(["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "magic"]) == 2
     assert main(["eval", "plan", "--dataset", "/nonexistent"]) == 2
+
+
+def test_the_llm_policy_runs_against_the_configured_upstream(
+    taskbench_dir: Path, tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_API_KEY", "sk-test-0123456789")
+    pick = Script(text=json.dumps({"choice": 1, "reason": "fits"}))
+    done = Script(text=json.dumps({"verdict": "success"}))
+    # Three requests of 3, 2 and 1 sub-tasks: a pick each, then one reflection.
+    upstream.enqueue(pick, pick, pick, done, pick, pick, done, pick, done)
+    out = tmp_path / "llm.json"
+    code = main(
+        ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "llm", "--k", "3",
+         "--model", "fake-model", "--json", str(out), "--quiet",
+         "--cache-dir", str(tmp_path / "cache")]
+    )  # fmt: skip
+    assert code == 0
+    scores = json.loads(out.read_text())["llm"]
+    assert scores["llm_calls"] == pytest.approx(3.0)
+    assert scores["fallback_share"] == 0
+    assert scores["node_f1@3"] == pytest.approx(100.0)
+    assert len(upstream.requests) == 9
+    assert all(r.body["model"] == "fake-model" for r in upstream.requests)
+
+
+def test_llm_steps_need_the_llm_policy(taskbench_dir: Path) -> None:
+    assert main(["eval", "plan", "--dataset", str(taskbench_dir), "--steps", "llm"]) == 2
