@@ -74,6 +74,7 @@ class CandidateFinder:
         self.weights = weights or GraphWeights(DEFAULT_BONUS)
         self.mode = mode
         self._row = {doc.id: i for i, doc in enumerate(index.documents)}
+        self._name = {doc.id: doc.name for doc in index.documents}
         self._specificity: dict[str, float] = {}
 
     def specificity(self, tool_id: str) -> float:
@@ -123,7 +124,7 @@ class CandidateFinder:
                 source="graph",
                 edge=n.kind,
                 weight=n.weight,
-                via=n.via,
+                via=self._name.get(n.via, n.via),
             )
             for n in neighbors(self.store, after, category=category)
             if n.tool_id in self._row

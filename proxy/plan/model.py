@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from graph_store.models import ALL_KINDS, EdgeKind, Tool
 from graph_store.store import GraphStore
@@ -86,7 +86,7 @@ class Candidate:
     source: Source
     edge: EdgeKind | None = None
     weight: float = 0.0
-    via: str = ""  # the chosen tool the edge leaves from
+    via: str = ""  # the name of the chosen tool the edge leaves from
 
 
 @dataclass(slots=True)
@@ -110,6 +110,19 @@ class Plan:
     llm_calls: int = 0
     tokens: int = 0
     no_tools: bool = False  # the request needs no tool at all
+
+    def trace(self) -> dict[str, JsonValue]:
+        """The plan as the request trace records it: every list shown and every move."""
+        return {
+            "policy": self.policy,
+            "no_tools": self.no_tools,
+            "notes": list(self.notes),
+            "llm_calls": self.llm_calls,
+            "tokens": self.tokens,
+            "subtasks": [task.model_dump(mode="json") for task in self.subtasks],
+            "choices": dict(self.choices),
+            "decisions": [_decision_trace(d) for d in self.decisions],
+        }
 
     def links(self) -> list[tuple[str, str]]:
         """(tool, tool) for every ``needs`` edge whose two ends have a tool."""
@@ -135,6 +148,27 @@ class Plan:
                 PlanNode(id=task.id, tool=tool.name, task=task.text, needs=needs, inputs=inputs)
             )
         return ToolPlan(nodes=tuple(nodes))
+
+
+def _decision_trace(decision: Decision) -> dict[str, JsonValue]:
+    return {
+        "subtask": decision.subtask,
+        "kind": decision.kind,
+        "chosen": decision.chosen,
+        "reason": decision.reason,
+        "candidates": [
+            {
+                "tool": c.tool,
+                "score": round(c.score, 4),
+                "similarity": round(c.similarity, 4),
+                "source": c.source,
+                "edge": c.edge.value if c.edge is not None else None,
+                "weight": c.weight,
+                "via": c.via,
+            }
+            for c in decision.candidates
+        ],
+    }
 
 
 def _tool_needs(task: SubTask, plan: Plan) -> list[str]:

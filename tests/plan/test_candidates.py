@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from eval.plan_eval import Dataset
 from graph_store.models import EdgeKind
 from proxy.plan.candidates import CandidateFinder, GraphWeights
@@ -78,6 +80,11 @@ def test_the_graph_policy_follows_the_edges_and_records_every_list(
     assert [d.subtask for d in plan.decisions] == ["s1", "s2", "s3"]
     assert all(len(d.candidates) == 3 and d.reason for d in plan.decisions)
     assert plan.decisions[2].candidates[0].source == "graph"
+    trace = json.loads(json.dumps(plan.trace()))
+    assert [d["chosen"] for d in trace["decisions"]] == ["flight_search", "book_flight", "send_sms"]
+    last = trace["decisions"][2]["candidates"][0]
+    assert (last["tool"], last["source"], last["edge"]) == ("send_sms", "graph", "SEQUENTIAL")
+    assert last["via"] == "book_flight"
     dag = plan.tool_plan(dataset.store)
     assert [(n.id, n.tool, n.needs) for n in dag.nodes] == [
         ("s1", "flight_search", ()),
