@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient
 
-from eval.retrieval import load_beir
+from eval.retrieval import BeirSet, load_beir, ndcg_at
 from retriever.batching import BatchingEmbedder
 from retriever.bulk import embed_documents
 from retriever.cache import LRUCache
 from retriever.config import RetrieverConfig
+from retriever.conversation import conversation_query
 from retriever.documents import corpus_fields, make_document
 from retriever.embedder import Encoder, load_encoder
 from retriever.index import Method, ToolIndex
@@ -75,6 +76,36 @@ def throughput(encoder: Encoder, texts: list[str], window_ms: float, max_batch: 
     return round(asyncio.run(run()), 1)
 
 
+FOLLOW_UP = "Thanks. And can you do the same again for next week?"
+
+
+def follow_up_quality(encoder: Encoder, index: ToolIndex, data: BeirSet) -> dict[str, float]:
+    """NDCG@5 (hybrid) when every query is followed by a turn with no tool words in it,
+    and the search query is that last turn alone or the recent user turns."""
+    out = {}
+    for turns in (1, 3):
+        queries = [
+            conversation_query(
+                [
+                    {"role": "user", "content": q.text},
+                    {"role": "assistant", "content": "Done."},
+                    {"role": "user", "content": FOLLOW_UP},
+                ],
+                turns,
+            )
+            for q in data.queries
+        ]
+        vectors = np.concatenate(
+            [encoder.encode(queries[i : i + 64]) for i in range(0, len(queries), 64)]
+        )
+        scores = [
+            ndcg_at([h.id for h in index.search(v, text, 5)], data.qrels[q.id], 5)
+            for q, text, v in zip(data.queries, queries, vectors, strict=True)
+        ]
+        out[f"last_{turns}_user_turns"] = round(100 * float(np.mean(scores)), 1)
+    return out
+
+
 def end_to_end(encoder: Encoder, index: ToolIndex, text: str, method: Method) -> object:
     return index.search(encoder.encode([text])[0], text, 10, method=method)
 
@@ -105,6 +136,7 @@ def main() -> None:
         "catalog": f"{len(documents)} tools x {encoder.dim}",
         "model": encoder.name,
         "torch_threads": 1,
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
     }
     results["embed_query_batch1"] = timed([partial(encoder.encode, [t]) for t in texts])
     results["search_dense_exact"] = timed(
@@ -139,9 +171,11 @@ def main() -> None:
         / results["search_dense_exact_category_filter"]["p50_ms"],
         1,
     )
+    results["follow_up_ndcg@5"] = follow_up_quality(encoder, index, data)
     many = (texts * 2)[:256]
     results["queries_per_s_64_concurrent_batched_2ms"] = throughput(encoder, many, 2.0, 64)
     results["queries_per_s_64_concurrent_one_pass_each"] = throughput(encoder, many, 0.0, 1)
+    results["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
