@@ -51,7 +51,9 @@ if TYPE_CHECKING:
     from retriever.embedder import Encoder, Vectors
     from retriever.index import ToolIndex
 
-POLICIES = ("retrieval", "graph", "graph-blend")
+POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam")
+#: Runners-up per needed sub-task whose neighbours count too, in ``graph-beam``.
+BEAM = 2
 _STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", re.IGNORECASE)
 
 
@@ -271,7 +273,7 @@ def evaluate(
     vector_of: dict[str, Vectors] = {text: matrix[i] for i, text in enumerate(texts)}
     results: dict[str, dict[str, float]] = {}
     for policy in policies:
-        mode: GraphMode = "blend" if policy == "graph-blend" else "strict"
+        mode: GraphMode = "blend" if policy in ("graph-blend", "graph-beam") else "strict"
         weights = weights_from(planner) if planner is not None else None
         finder = CandidateFinder(data.store, index, weights, mode=mode)
         tally = Tally({})
@@ -279,7 +281,12 @@ def evaluate(
         for k, request in tqdm(steps, desc=policy, unit="plan", disable=not progress):
             vectors = {t.id: vector_of[t.text] for t in request.subtasks}
             plan = plan_without_llm(
-                finder, request.subtasks, vectors, k, use_graph=policy != "retrieval"
+                finder,
+                request.subtasks,
+                vectors,
+                k,
+                use_graph=policy != "retrieval",
+                beam=BEAM if policy == "graph-beam" else 0,
             )
             score_plan(plan, request, tally, k)
             if policy != "retrieval":
@@ -320,7 +327,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     plan.add_argument("--dataset", type=Path, required=True, help="a TaskBench-format folder")
     plan.add_argument("--labels", type=Path, help="labels_sample JSON lines (no data.json)")
     plan.add_argument("--steps", choices=("gold", "llm"), default="gold")
-    plan.add_argument("--policy", default="retrieval,graph,graph-blend",
+    plan.add_argument("--policy", default=",".join(POLICIES),
                       help=f"comma-separated: {', '.join(POLICIES)}, llm")  # fmt: skip
     plan.add_argument("--split", help="a split of split_ids.json (test)")
     plan.add_argument("--model", help="the planner model for --policy llm (upstream_model)")

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-POLICIES = ("retrieval", "graph", "graph-blend")
+POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam")
 
 
 def ks_of(scores: dict[str, float]) -> list[int]:

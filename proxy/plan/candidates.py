@@ -68,11 +68,13 @@ class CandidateFinder:
         index: ToolIndex,
         weights: GraphWeights | None = None,
         mode: GraphMode = "strict",
+        beam_share: float = 0.5,
     ) -> None:
         self.store = store
         self.index = index
         self.weights = weights or GraphWeights(DEFAULT_BONUS)
         self.mode = mode
+        self.beam_share = beam_share
         self._row = {doc.id: i for i, doc in enumerate(index.documents)}
         self._name = {doc.id: doc.name for doc in index.documents}
         self._specificity: dict[str, float] = {}
@@ -105,31 +107,38 @@ class CandidateFinder:
         k: int,
         *,
         after: Sequence[str] = (),
+        beam: Sequence[str] = (),
         category: str | None = None,
         use_graph: bool = True,
     ) -> list[Candidate]:
         """The top ``k`` candidates; ``after`` holds the ids of the tools chosen for the
-        sub-tasks this one needs."""
+        sub-tasks this one needs, ``beam`` the runners-up there, whose neighbours get
+        ``beam_share`` of the edge bonus (a hedge against a wrong pick before)."""
         retrieved = self.retrieve(text, vector, k, category)
         if not after or not use_graph:
             return retrieved
         sims = self.similarities(vector)
-        reached = [
-            Candidate(
-                tool=n.name,
-                tool_id=n.tool_id,
-                score=sims.get(n.tool_id, 0.0)
-                + self.weights.of(n.kind, n.weight) * self.specificity(n.via),
-                similarity=sims.get(n.tool_id, 0.0),
-                source="graph",
-                edge=n.kind,
-                weight=n.weight,
-                via=self._name.get(n.via, n.via),
-            )
-            for n in neighbors(self.store, after, category=category)
-            if n.tool_id in self._row
-        ]
-        reached.sort(key=lambda c: (-c.score, c.tool))
+        best: dict[str, Candidate] = {}
+        sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
+        for starts, share in sources:
+            for n in neighbors(self.store, starts, category=category) if starts else []:
+                if n.tool_id not in self._row:
+                    continue
+                bonus = self.weights.of(n.kind, n.weight) * self.specificity(n.via) * share
+                candidate = Candidate(
+                    tool=n.name,
+                    tool_id=n.tool_id,
+                    score=sims[n.tool_id] + bonus,
+                    similarity=sims[n.tool_id],
+                    source="graph",
+                    edge=n.kind,
+                    weight=n.weight,
+                    via=self._name.get(n.via, n.via),
+                )
+                held = best.get(n.tool_id)
+                if held is None or candidate.score > held.score:
+                    best[n.tool_id] = candidate
+        reached = sorted(best.values(), key=lambda c: (-c.score, c.tool))
         if self.mode == "blend":
             pool = {c.tool_id: c for c in retrieved}
             pool.update({c.tool_id: c for c in reached})

@@ -80,7 +80,11 @@ class RequestPlanner:
             with metrics.STAGE_LATENCY.labels("select").time():
                 vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
                 search = DepthFirstSearch(
-                    self.finder, counted, self.config.top_k, examples=self._examples(vectors)
+                    self.finder,
+                    counted,
+                    self.config.top_k,
+                    beam=self.config.beam,
+                    examples=self._examples(vectors),
                 )
                 await search_with_reflection(
                     search,
@@ -98,7 +102,9 @@ class RequestPlanner:
     async def _without_llm(self, subtasks: Sequence[SubTask], notes: list[str]) -> Plan:
         with metrics.STAGE_LATENCY.labels("select").time():
             vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
-            plan = plan_without_llm(self.finder, subtasks, vectors, self.config.top_k)
+            plan = plan_without_llm(
+                self.finder, subtasks, vectors, self.config.top_k, beam=self.config.beam
+            )
         plan.notes += notes
         return plan
 

@@ -37,6 +37,19 @@ def chosen_tool_ids(plan: Plan, finder: CandidateFinder, task: SubTask) -> list[
     return ids
 
 
+def runners_up(plan: Plan, task: SubTask, beam: int) -> list[str]:
+    """The ids of the best ``beam`` candidates not chosen for each sub-task ``task`` needs."""
+    if beam <= 0:
+        return []
+    shown = {d.subtask: d for d in plan.decisions if d.kind in ("pick", "fallback")}
+    ids: list[str] = []
+    for need in task.needs:
+        decision = shown.get(need)
+        if decision is not None:
+            ids += [c.tool_id for c in decision.candidates if c.tool != decision.chosen][:beam]
+    return ids
+
+
 def plan_without_llm(
     finder: CandidateFinder,
     subtasks: Sequence[SubTask],
@@ -44,7 +57,10 @@ def plan_without_llm(
     k: int,
     *,
     use_graph: bool = True,
+    beam: int = 0,
 ) -> Plan:
+    """``beam``: how many runners-up of each needed sub-task's list also lend their
+    neighbours (at a share of the bonus)."""
     plan = Plan(list(subtasks), {}, "graph" if use_graph else "retrieval")
     for task in topological(subtasks):
         after = chosen_tool_ids(plan, finder, task)
@@ -53,6 +69,7 @@ def plan_without_llm(
             vectors[task.id],
             k,
             after=after,
+            beam=runners_up(plan, task, beam),
             category=task.category,
             use_graph=use_graph,
         )

@@ -26,7 +26,7 @@ from proxy.execute.llm import Message
 from proxy.plan._llm import CountedModel, prompt
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological
-from proxy.plan.policy import best_candidate, chosen_tool_ids
+from proxy.plan.policy import best_candidate, chosen_tool_ids, runners_up
 from retriever.embedder import Vectors
 
 
@@ -48,11 +48,13 @@ class DepthFirstSearch:
         model: CountedModel,
         k: int,
         *,
+        beam: int = 0,
         examples: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.finder = finder
         self.model = model
         self.k = k
+        self.beam = beam
         self.examples = examples or {}
 
     async def walk(
@@ -100,7 +102,12 @@ class DepthFirstSearch:
         banned = walk.noise | walk.excluded.get(task.id, set())
         after = chosen_tool_ids(walk.plan, self.finder, task)
         found = self.finder.find(
-            task.text, vector, self.k + len(banned), after=after, category=task.category
+            task.text,
+            vector,
+            self.k + len(banned),
+            after=after,
+            beam=runners_up(walk.plan, task, self.beam),
+            category=task.category,
         )
         return [c for c in found if c.tool not in banned][: self.k]
 

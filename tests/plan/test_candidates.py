@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from eval.plan_eval import Dataset
 from graph_store.models import EdgeKind
 from proxy.plan.candidates import CandidateFinder, GraphWeights
@@ -101,3 +103,21 @@ def test_a_tool_is_not_chosen_twice_while_another_fits(
     plan = plan_without_llm(finder, subtasks, embed_subtasks(encoder, subtasks), 3, use_graph=False)
     assert plan.choices["a"] != plan.choices["b"]
     assert plan.policy == "retrieval"
+
+
+def test_runners_up_lend_their_neighbours_at_a_share_of_the_bonus(
+    finder: CandidateFinder, dataset: Dataset, encoder: Encoder
+) -> None:
+    text = "reserve a room for two nights"
+    vector = encoder.encode([text])[0]
+    after = [tool_id(dataset, "flight_search")]
+    alone = finder.find(text, vector, 3, after=after)
+    hedged = finder.find(text, vector, 3, after=after, beam=[tool_id(dataset, "hotel_search")])
+    room = next(c for c in hedged if c.tool == "book_hotel")
+    assert (room.source, room.via) == ("graph", "hotel_search")
+    plain = next((c for c in alone if c.tool == "book_hotel"), None)
+    assert plain is None or plain.source == "retrieval"
+    full = finder.weights.of(EdgeKind.SEQUENTIAL, room.weight) * finder.specificity(
+        tool_id(dataset, "hotel_search")
+    )
+    assert room.score - room.similarity == pytest.approx(full * finder.beam_share)
