@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from retriever.index import ToolIndex
 
 POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam")
+LLM_POLICIES = ("llm", "vanilla")
 #: Runners-up per needed sub-task whose neighbours count too, in ``graph-beam``.
 BEAM = 2
 _STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", re.IGNORECASE)
@@ -328,7 +329,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     plan.add_argument("--labels", type=Path, help="labels_sample JSON lines (no data.json)")
     plan.add_argument("--steps", choices=("gold", "llm"), default="gold")
     plan.add_argument("--policy", default=",".join(POLICIES),
-                      help=f"comma-separated: {', '.join(POLICIES)}, llm")  # fmt: skip
+                      help=f"comma-separated: {', '.join(POLICIES + LLM_POLICIES)}")  # fmt: skip
     plan.add_argument("--split", help="a split of split_ids.json (test)")
     plan.add_argument("--model", help="the planner model for --policy llm (upstream_model)")
     plan.add_argument("--k", default="1,3,5,10", help="candidate list sizes, comma-separated")
@@ -352,7 +353,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
     if args.steps == "llm" and policies != ["llm"]:
         print("toolgraph: --steps llm runs with --policy llm only", file=sys.stderr)
         return 2
-    if not set(policies) <= {*POLICIES, "llm"}:
+    if not set(policies) <= {*POLICIES, *LLM_POLICIES}:
         print(f"toolgraph: --policy must name {', '.join(POLICIES)}", file=sys.stderr)
         return 2
     try:
@@ -368,18 +369,26 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         data,
         encoder,
         ks,
-        [p for p in policies if p != "llm"],
+        [p for p in policies if p not in LLM_POLICIES],
         cache_dir=args.cache_dir,
         planner=settings.planner,
         progress=not args.quiet,
     )
-    if "llm" in policies:
+    for policy in [p for p in policies if p in LLM_POLICIES]:
         from eval.plan_llm import evaluate_llm
 
         index = build_index(data, encoder, cache_dir=args.cache_dir, progress=not args.quiet)
-        results["llm"] = asyncio.run(
+        results[policy] = asyncio.run(
             evaluate_llm(
-                data, encoder, index, settings, ks[-1], args.steps, args.model, not args.quiet
+                data,
+                encoder,
+                index,
+                settings,
+                ks[-1],
+                args.steps,
+                args.model,
+                not args.quiet,
+                policy,
             )
         )
     print(

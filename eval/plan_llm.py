@@ -1,4 +1,8 @@
-"""``toolgraph eval plan --policy llm``: the LLM planner against the configured upstream.
+"""``toolgraph eval plan --policy llm|vanilla``: LLM planners against the configured upstream.
+
+``vanilla`` is the thesis's baseline: one prompt with every sub-task and the union of
+their top-K retrieved tools, numbered; the model answers a number per sub-task. No
+graph, no search, no reflection.
 
 With ``--steps gold`` the model picks tools for the gold sub-tasks (depth-first
 search, reflection); with ``--steps llm`` it also decomposes the request. Scores as
@@ -13,11 +17,15 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from eval.plan_eval import Dataset, Tally, f1, score_plan
+from eval.plan_eval import Dataset, Request, Tally, f1, score_plan
 from proxy.context import RequestContext
-from proxy.execute.llm import UpstreamModel
+from proxy.errors import ToolgraphError
+from proxy.execute.llm import Message, UpstreamModel
+from proxy.plan._llm import CountedModel, prompt
 from proxy.plan.candidates import CandidateFinder, weights_from
+from proxy.plan.model import Candidate, Decision, Plan
 from proxy.plan.planner import RequestPlanner
+from proxy.plan.policy import embed_subtasks
 from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
 
@@ -36,6 +44,7 @@ async def evaluate_llm(
     steps: str,
     model_name: str | None,
     progress: bool = True,
+    policy: str = "llm",
 ) -> dict[str, float]:
     config = settings.planner.model_copy(update={"policy": "llm", "top_k": k})
     finder = CandidateFinder(data.store, index, weights_from(config), config.graph_mode)
@@ -47,7 +56,10 @@ async def evaluate_llm(
     tally, calls, tokens, fallbacks = Tally({}), 0, 0, 0
     try:
         for request in tqdm(data.requests, desc="llm", unit="request", disable=not progress):
-            if steps == "gold":
+            if policy == "vanilla":
+                plan = await vanilla_plan(finder, encoder, CountedModel(model), request, k)
+                score_plan(plan, request, tally, k)
+            elif steps == "gold":
                 plan = await planner.plan_subtasks(request.text, request.subtasks, model)
                 score_plan(plan, request, tally, k)
             else:
@@ -70,3 +82,42 @@ async def evaluate_llm(
         }
     )
     return scores
+
+
+async def vanilla_plan(
+    finder: CandidateFinder, encoder: Encoder, model: CountedModel, request: Request, k: int
+) -> Plan:
+    """All sub-tasks and their top-K tools in one prompt; one number per sub-task back."""
+    vectors = embed_subtasks(encoder, request.subtasks)
+    pool: dict[str, Candidate] = {}
+    for task in request.subtasks:
+        for candidate in finder.retrieve(task.text, vectors[task.id], k, task.category):
+            pool.setdefault(candidate.tool, candidate)
+    tools = list(pool.values())
+    listing = [f"<request>\n{request.text}\n</request>", "", "Steps:"]
+    listing += [f"- {task.id}: {task.text}" for task in request.subtasks]
+    listing += ["", "Tools:"]
+    for number, candidate in enumerate(tools, 1):
+        tool = finder.store.get_tool(candidate.tool_id)
+        listing.append(f"{number}. {candidate.tool}: {tool.description[:300] if tool else ''}")
+    messages: list[Message] = [
+        {"role": "system", "content": prompt("vanilla")},
+        {"role": "user", "content": "\n".join(listing)},
+    ]
+    plan = Plan(list(request.subtasks), {}, "vanilla")
+    try:
+        data = await model.ask_object(messages, max_tokens=400)
+    except ToolgraphError as exc:
+        data, plan.notes = None, [f"the model failed: {exc.message}"]
+    raw = data.get("choices") if data else None
+    picks = raw if isinstance(raw, dict) else {}
+    for task in request.subtasks:
+        answer = picks.get(task.id)
+        chosen = None
+        if isinstance(answer, int) and not isinstance(answer, bool) and 1 <= answer <= len(tools):
+            chosen = tools[answer - 1].tool
+        if chosen is not None:
+            plan.choices[task.id] = chosen
+        plan.decisions.append(Decision(task.id, tools, chosen, "vanilla: one prompt"))
+    plan.llm_calls, plan.tokens = model.calls, model.tokens
+    return plan

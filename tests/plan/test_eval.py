@@ -88,3 +88,31 @@ def test_the_llm_policy_runs_against_the_configured_upstream(
 
 def test_llm_steps_need_the_llm_policy(taskbench_dir: Path) -> None:
     assert main(["eval", "plan", "--dataset", str(taskbench_dir), "--steps", "llm"]) == 2
+
+
+def test_the_vanilla_baseline_asks_once_per_request_and_keeps_to_the_list(
+    taskbench_dir: Path, tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_API_KEY", "sk-test-0123456789")
+    upstream.enqueue(
+        Script(text=json.dumps({"choices": {"s1": 1, "s2": 99, "s3": "send_sms"}})),
+        Script(text="not json"),
+        Script(text=json.dumps({"choices": {"s1": 0}})),
+    )
+    out = tmp_path / "vanilla.json"
+    code = main(
+        ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "vanilla", "--k", "3",
+         "--model", "fake-model", "--json", str(out), "--quiet",
+         "--cache-dir", str(tmp_path / "cache")]
+    )  # fmt: skip
+    assert code == 0
+    assert len(upstream.requests) == 3
+    first = "\n".join(m["content"] for m in upstream.requests[0].body["messages"])
+    assert "- s2: book a seat on the flight for Li Lei" in first
+    assert "1. flight_search" in first
+    scores = json.loads(out.read_text())["vanilla"]
+    # Request 1: only s1 gets a tool (99 is out of range, a name is no number).
+    assert scores["llm_calls"] == pytest.approx(1.0)
+    assert scores["candidate_recall@3"] > 0
+    assert scores["node_f1@3"] == pytest.approx(100 * (0.5 + 0 + 0) / 3, abs=0.01)
