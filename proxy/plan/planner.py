@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 
+from graph_store.errors import GraphStoreError
 from proxy import metrics
 from proxy.config import Planner as PlannerConfig
 from proxy.errors import ToolgraphError
@@ -25,6 +26,7 @@ from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
 from retriever.embedder import Encoder, Vectors
+from retriever.errors import RetrieverError
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,18 @@ class RequestPlanner:
         self.memory = memory
 
     async def plan(self, conversation: str, model: ChatModel | None) -> Plan:
-        """Decompose ``conversation`` and choose a tool for every sub-task."""
+        """Decompose ``conversation`` and choose a tool for every sub-task.
+
+        Without a catalog to search (the graph store or the retriever failing) there is
+        nothing to fall back to: the plan is empty and its note says why.
+        """
+        try:
+            return await self._plan(conversation, model)
+        except (GraphStoreError, RetrieverError) as exc:
+            log.warning("no plan: the catalog is unavailable: %s", exc)
+            return Plan([], {}, "none", notes=[f"no plan: the catalog is unavailable: {exc}"])
+
+    async def _plan(self, conversation: str, model: ChatModel | None) -> Plan:
         if model is None or self.config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
