@@ -17,7 +17,7 @@ from graph_store.models import ALL_KINDS, EdgeKind, Tool
 from graph_store.store import GraphStore
 from proxy.execute.plan import NODE_ID_PATTERN, Binding, PlanNode, ToolPlan
 
-Source = Literal["retrieval", "graph", "memory"]
+Source = Literal["retrieval", "graph"]
 _ID = re.compile(NODE_ID_PATTERN)
 
 
@@ -77,7 +77,7 @@ def topological(subtasks: Sequence[SubTask]) -> list[SubTask]:
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A tool offered for a sub-task, and why: retrieval, a graph edge, or memory."""
+    """A tool offered for a sub-task, and why: retrieval or a graph edge."""
 
     tool: str  # the catalog name
     tool_id: str
