@@ -285,3 +285,13 @@ async def test_each_stage_is_timed(
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     await planner(finder, encoder).plan(REQUEST, model)
     assert (stage_count("decompose"), stage_count("select")) == (before[0] + 1, before[1] + 1)
+
+
+async def test_the_graph_policy_asks_the_model_nothing(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    plan = await planner(finder, encoder, policy="graph").plan(REQUEST, model)
+    assert upstream.requests == []
+    assert plan.notes == ["configured policy: graph"]
+    assert plan.llm_calls == 0
+    assert len(plan.choices) == 1
