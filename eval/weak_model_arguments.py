@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -162,7 +163,9 @@ async def run_tasks(base_url: str, model_name: str) -> dict[str, object]:
     settings = load_settings(upstream_base_url=base_url, upstream_api_key="sk-local-unused")
     session = make_session(settings.timeouts)
     target = ModelRouter(settings).resolve(model_name)
-    model = UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="weak-model"))
+    # llama_cpp.server answers 400 to an X-Request-Id that is not a UUID.
+    context = RequestContext(request_id=str(uuid.uuid4()))
+    model = UpstreamModel(RelayUpstream(session), target, context)
     tools = {tool.name: tool for tool in builtin_tools()}
     sandbox = Sandbox(timeout=10)
     functions = python_tools(sandbox)

@@ -58,7 +58,7 @@ class ArgumentWriter:
         messages = self._messages(tool, task, fixed, inputs)
         for attempt in range(1, self.max_attempts + 1):
             try:
-                reply = await model.reply(messages, max_tokens=800)
+                reply = await model.reply(messages, max_tokens=800, json=True)
             except UpstreamError as exc:
                 raise ToolInputRejected(
                     f"{tool.name}: no arguments, the model failed: {exc.message}", param=tool.name

@@ -28,8 +28,14 @@ class ModelReply:
 
 
 class ChatModel(Protocol):
-    async def reply(self, messages: Sequence[Message], *, max_tokens: int = 512) -> ModelReply:
-        """The assistant's answer to ``messages``; :class:`UpstreamError` when none came."""
+    async def reply(
+        self, messages: Sequence[Message], *, max_tokens: int = 512, json: bool = False
+    ) -> ModelReply:
+        """The assistant's answer to ``messages``; :class:`UpstreamError` when none came.
+
+        ``json`` asks for a JSON object (OpenAI's ``response_format``), which servers
+        such as llama.cpp enforce with a grammar.
+        """
         ...
 
 
@@ -41,13 +47,17 @@ class UpstreamModel:
         self._target = target
         self._context = context
 
-    async def reply(self, messages: Sequence[Message], *, max_tokens: int = 512) -> ModelReply:
+    async def reply(
+        self, messages: Sequence[Message], *, max_tokens: int = 512, json: bool = False
+    ) -> ModelReply:
         body: dict[str, Any] = {
             "model": self._target.model,
             "messages": list(messages),
             "temperature": 0,
             "max_tokens": max_tokens,
         }
+        if json:
+            body["response_format"] = {"type": "json_object"}
         answer = await self._upstream.complete(self._target, body, None, self._context)
         try:
             payload = orjson.loads(answer.content)

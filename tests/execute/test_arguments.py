@@ -106,6 +106,7 @@ async def test_the_llm_fills_the_gaps_from_earlier_results(
     )
     assert written.arguments == {"hotel_id": "h-42", "nights": 3, "board": "breakfast"}
     assert written.attempts == 1
+    assert upstream.requests[0].body["response_format"] == {"type": "json_object"}
     prompt = prompt_of(upstream.requests[0])
     assert '"required": ["hotel_id", "nights"]' in prompt
     assert "cheapest hotel" in prompt
