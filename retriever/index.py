@@ -21,6 +21,9 @@ from retriever.lexical import BM25Index
 
 Method = Literal["dense", "bm25", "hybrid"]
 
+#: Filter masks kept (one bool per tool each: 47 kB at 47k tools).
+_MASKS_KEPT = 256
+
 #: Depth of each ranking that fusion looks at.
 FUSION_DEPTH = 100
 
@@ -51,6 +54,7 @@ class ToolIndex:
         self._rrf_k = rrf_k
         self._categories = [doc.category for doc in documents]
         self._groups = [doc.group for doc in documents]
+        self._masks: dict[tuple[str, str], Mask] = {}
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -65,7 +69,7 @@ class ToolIndex:
         category: str | None = None,
         group: str | None = None,
     ) -> list[Hit]:
-        mask = _combine(mask_for(self._categories, category), mask_for(self._groups, group))
+        mask = _combine(self._mask("category", category), self._mask("group", group))
         if method == "bm25" or (method == "hybrid" and query_vector is None):
             return self._hits(self._lexical(query_text, k, mask))
         assert query_vector is not None
@@ -77,6 +81,20 @@ class ToolIndex:
         if lexical:
             rankings.append(np.asarray([i for i, _ in lexical], dtype=np.intp))
         return self._hits(reciprocal_rank_fusion(rankings, k, constant=self._rrf_k))
+
+    def _mask(self, field: str, value: str | None) -> Mask | None:
+        """Rows whose ``field`` is ``value``; the most recent masks are kept."""
+        if value is None:
+            return None
+        key = (field, value)
+        if key not in self._masks:
+            values = self._categories if field == "category" else self._groups
+            mask = mask_for(values, value)
+            assert mask is not None
+            if len(self._masks) >= _MASKS_KEPT:
+                self._masks.pop(next(iter(self._masks)))
+            self._masks[key] = mask
+        return self._masks[key]
 
     def _lexical(self, text: str, k: int, mask: Mask | None) -> list[tuple[int, float]]:
         if self.bm25 is None:
