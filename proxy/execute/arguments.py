@@ -37,9 +37,12 @@ class Written:
 
 
 class ArgumentWriter:
-    def __init__(self, max_attempts: int = 3, max_input_chars: int = 4000) -> None:
+    def __init__(
+        self, max_attempts: int = 3, max_input_chars: int = 4000, max_tokens: int = 400
+    ) -> None:
         self.max_attempts = max_attempts
         self.max_input_chars = max_input_chars
+        self.max_tokens = max_tokens  # arguments are short; a longer answer is a runaway
 
     async def write(
         self,
@@ -58,7 +61,7 @@ class ArgumentWriter:
         messages = self._messages(tool, task, fixed, inputs)
         for attempt in range(1, self.max_attempts + 1):
             try:
-                reply = await model.reply(messages, max_tokens=800, json=True)
+                reply = await model.reply(messages, max_tokens=self.max_tokens, json=True)
             except UpstreamError as exc:
                 raise ToolInputRejected(
                     f"{tool.name}: no arguments, the model failed: {exc.message}", param=tool.name
