@@ -32,9 +32,21 @@ class RequestContext:
     def start(cls, incoming_id: str | None) -> RequestContext:
         """A context with the client's ``x-request-id`` when it is sane, a fresh one else."""
         request_id = incoming_id if incoming_id and _VALID_ID.fullmatch(incoming_id) else None
-        context = cls(request_id=request_id or f"req_{uuid.uuid4().hex}")
+        context = cls(request_id=request_id or str(uuid.uuid4()))
         current_request_id.set(context.request_id)
         return context
+
+    def upstream_request_id(self) -> str | None:
+        """The id to pass upstream as ``X-Request-Id``, when it is a UUID.
+
+        vLLM makes it the engine's request id (a client reusing one would clash) and
+        llama.cpp's server refuses anything else with a bare 400, so only UUIDs go:
+        toolgraph's own ids always are.
+        """
+        try:
+            return str(uuid.UUID(self.request_id))
+        except ValueError:
+            return None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

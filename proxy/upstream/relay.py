@@ -91,11 +91,9 @@ class RelayUpstream:
     def _post(
         self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
     ) -> Any:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept-Encoding": "identity",
-            "X-Request-Id": context.request_id,
-        }
+        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        if (request_id := context.upstream_request_id()) is not None:
+            headers["X-Request-Id"] = request_id
         key = target.api_key or context.client_key
         if key:
             headers["Authorization"] = f"Bearer {key}"
