@@ -8,7 +8,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,10 @@ from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from eval.fake_upstream import FakeUpstream
 from proxy.app import create_app
 from proxy.config import Settings, load_settings
+from proxy.context import RequestContext
+from proxy.execute.llm import UpstreamModel
+from proxy.upstream import ModelRouter
+from proxy.upstream.relay import RelayUpstream, make_session
 
 IN_CI = os.environ.get("CI") == "true"
 
@@ -115,6 +119,18 @@ def start_proxy(upstream: FakeUpstream) -> Iterator[StartProxy]:
     yield start
     for server in started:
         server.__exit__()
+
+
+@pytest.fixture
+async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
+    """An LLM for the executor and the planner: the fake upstream, through the relay."""
+    settings = load_settings(
+        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
+    )
+    session = make_session(settings.timeouts)
+    target = ModelRouter(settings).resolve("fake-model")
+    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
+    await session.close()
 
 
 @pytest.fixture

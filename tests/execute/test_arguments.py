@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -11,8 +10,7 @@ from pydantic import JsonValue
 
 from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
-from proxy.config import Executor, load_settings
-from proxy.context import RequestContext
+from proxy.config import Executor
 from proxy.errors import MissingArguments, ToolInputRejected
 from proxy.execute.arguments import ArgumentWriter, quote_result, validate_arguments
 from proxy.execute.invocation import Invoker, PythonTools
@@ -22,8 +20,6 @@ from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Outcome, Scheduler
 from proxy.tools.catalog import builtin_tools, python_tools
 from proxy.tools.sandbox import Sandbox
-from proxy.upstream import ModelRouter
-from proxy.upstream.relay import RelayUpstream, make_session
 
 BOOK = Tool(
     id="test/book_room",
@@ -46,17 +42,6 @@ BOOK = Tool(
 
 def answer(value: object) -> Script:
     return Script(text=value if isinstance(value, str) else json.dumps(value))
-
-
-@pytest.fixture
-async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
-    settings = load_settings(
-        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
-    )
-    session = make_session(settings.timeouts)
-    target = ModelRouter(settings).resolve("fake-model")
-    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
-    await session.close()
 
 
 def prompt_of(request: Any) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 from pydantic import JsonValue
@@ -13,8 +12,6 @@ from redis.asyncio import Redis
 from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Provenance, Tool
 from proxy import metrics
-from proxy.config import load_settings
-from proxy.context import RequestContext
 from proxy.execute.compress import Compressor, field_paths, known_paths, select_fields, truncate
 from proxy.execute.fields import (
     FieldSelector,
@@ -25,8 +22,6 @@ from proxy.execute.fields import (
     rule_based_fields,
 )
 from proxy.execute.llm import UpstreamModel
-from proxy.upstream import ModelRouter
-from proxy.upstream.relay import RelayUpstream, make_session
 
 HOTELS: JsonValue = {
     "meta": {"version": "2.3.1", "request_id": "r-77", "generated_at": "2026-11-22T03:00:00Z"},
@@ -108,17 +103,6 @@ def test_only_paths_of_the_example_are_accepted() -> None:
 )
 def test_the_reply_is_parsed_leniently(reply: str, keep: list[str]) -> None:
     assert parse_keep(reply) == keep
-
-
-@pytest.fixture
-async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
-    settings = load_settings(
-        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
-    )
-    session = make_session(settings.timeouts)
-    target = ModelRouter(settings).resolve("fake-model")
-    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
-    await session.close()
 
 
 def keep_reply(paths: list[str], delay: float = 0.0) -> Script:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
 from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
-from proxy.config import Executor, load_settings
-from proxy.context import RequestContext
+from proxy.config import Executor
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.invocation import make_http_client
 from proxy.execute.llm import UpstreamModel
@@ -18,19 +16,6 @@ from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.tools.catalog import builtin_tools
-from proxy.upstream import ModelRouter
-from proxy.upstream.relay import RelayUpstream, make_session
-
-
-@pytest.fixture
-async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
-    settings = load_settings(
-        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
-    )
-    session = make_session(settings.timeouts)
-    target = ModelRouter(settings).resolve("fake-model")
-    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
-    await session.close()
 
 
 def prompt_of(request: object) -> str:

@@ -4,7 +4,6 @@ budgets, degradation, and memory written only after a successful run."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,8 +11,7 @@ from prometheus_client import REGISTRY
 from qdrant_client import QdrantClient
 
 from eval.fake_upstream import FakeUpstream, Script
-from proxy.config import Planner, load_settings
-from proxy.context import RequestContext
+from proxy.config import Planner
 from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import PlanNode
 from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
@@ -22,8 +20,6 @@ from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan
 from proxy.plan.planner import RequestPlanner
 from proxy.plan.policy import embed_subtasks
-from proxy.upstream import ModelRouter
-from proxy.upstream.relay import RelayUpstream, make_session
 from retriever.embedder import Encoder
 
 REQUEST = "Find a flight from Beijing to Paris, book it for Li Lei and text my wife."
@@ -52,17 +48,6 @@ def reply(value: object) -> Script:
 
 def pick(n: int, why: str = "fits") -> Script:
     return reply({"choice": n, "reason": why})
-
-
-@pytest.fixture
-async def model(upstream: FakeUpstream) -> AsyncIterator[UpstreamModel]:
-    settings = load_settings(
-        upstream_base_url=upstream.base_url, upstream_api_key="sk-test-0123456789"
-    )
-    session = make_session(settings.timeouts)
-    target = ModelRouter(settings).resolve("fake-model")
-    yield UpstreamModel(RelayUpstream(session), target, RequestContext(request_id="test"))
-    await session.close()
 
 
 def planner(finder: CandidateFinder, encoder: Encoder, **config: Any) -> RequestPlanner:
