@@ -89,6 +89,11 @@ STAGE_LATENCY = Histogram(
     ["stage"],
     buckets=_LATENCY_BUCKETS,
 )
+TOOLS_SELECTED = Counter(
+    "toolgraph_selected_tools_total",
+    "Select mode: tools the clients offered and tools injected upstream, by kind.",
+    ["kind"],
+)
 CACHE_LOOKUPS = Counter(
     "toolgraph_cache_lookups_total",
     "Cache lookups by cache and result (hit, miss).",

@@ -395,6 +395,34 @@ def stages(layout: Layout) -> None:
     )
 
 
+def selection(layout: Layout) -> None:
+    selected = "toolgraph_selected_tools_total"
+    layout.row("Select mode")
+    layout.line(
+        8,
+        timeseries(
+            "Tools offered vs injected / s",
+            f"{selected}: the clients' tools against the few forwarded upstream.",
+            [(f"sum by (kind) (rate({selected}[{RATE}]))", "{{kind}}")],
+            "ops",
+            12,
+        ),
+        timeseries(
+            "Share of offered tools injected",
+            f"Injected over offered, from {selected}.",
+            [
+                (
+                    f'sum(rate({selected}{{kind="injected"}}[{RATE}])) '
+                    f'/ sum(rate({selected}{{kind="offered"}}[{RATE}]))',
+                    "injected / offered",
+                )
+            ],
+            "percentunit",
+            12,
+        ),
+    )
+
+
 def caches(layout: Layout) -> None:
     lookups = "toolgraph_cache_lookups_total"
     layout.row("Caches")
@@ -443,7 +471,7 @@ def variable(name: str, label: str, metric: str) -> dict[str, Any]:
 
 def build_dashboard() -> dict[str, Any]:
     layout = Layout()
-    for section in (traffic, latency, tokens, tools, stages, caches):
+    for section in (traffic, latency, tokens, tools, stages, selection, caches):
         section(layout)
     return {
         "title": "toolgraph",

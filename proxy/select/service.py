@@ -80,6 +80,8 @@ class SelectService:
         stats = self._embedder.stats
         metrics.CACHE_LOOKUPS.labels("embedding", "hit").inc(stats.cache_hits - hits)
         metrics.CACHE_LOOKUPS.labels("embedding", "miss").inc(stats.cache_misses - misses)
+        metrics.TOOLS_SELECTED.labels("offered").inc(selection.offered)
+        metrics.TOOLS_SELECTED.labels("injected").inc(len(selection.tools))
         log.info(
             "select: %d of %d tools forwarded (%s), %d enums trimmed",
             len(selection.tools),

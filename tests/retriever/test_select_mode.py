@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
@@ -44,10 +45,22 @@ def client(proxy: ServerThread) -> Iterator[openai.OpenAI]:
         yield client
 
 
+def selected_tools(proxy: ServerThread) -> dict[str, float]:
+    """toolgraph_selected_tools_total by kind, as /metrics shows it now."""
+    text = httpx.get(f"{proxy.url}/metrics", timeout=10).text
+    counts = {"offered": 0.0, "injected": 0.0}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "toolgraph_selected_tools_total":
+                counts[sample.labels["kind"]] = sample.value
+    return counts
+
+
 def test_the_upstream_sees_the_few_tools_and_the_client_gets_its_call(
     client: openai.OpenAI, proxy: ServerThread, upstream: FakeUpstream
 ) -> None:
     upstream.enqueue(Script(tool_calls=(FakeToolCall("get_weather_forecast", '{"city": "Oslo"}'),)))
+    before = selected_tools(proxy)
     completion = client.chat.completions.create(
         model="gpt-x",
         messages=user("Will it snow in Oslo on Friday?"),
@@ -57,6 +70,10 @@ def test_the_upstream_sees_the_few_tools_and_the_client_gets_its_call(
     names = forwarded(upstream)
     assert 1 <= len(names) <= 4
     assert "get_weather_forecast" in names
+    assert selected_tools(proxy) == {
+        "offered": before["offered"] + len(client_tools()),
+        "injected": before["injected"] + len(names),
+    }
     call = completion.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert call.function.name == "get_weather_forecast"  # type: ignore[union-attr]
     assert completion.choices[0].finish_reason == "tool_calls"
