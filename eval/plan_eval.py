@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import numpy as np
 from tqdm import tqdm
 
+from eval.retrieval import parse_ks
 from graph_store.errors import InvalidItem
 from graph_store.ingest.taskbench import parse_links, parse_taskbench
 from graph_store.memory import InProcessStore
@@ -342,12 +343,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    try:
-        ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
-        if not ks or ks[0] < 1:
-            raise ValueError
-    except ValueError:
-        print(f"toolgraph: --k must be positive integers, got {args.k!r}", file=sys.stderr)
+    ks = parse_ks(args.k)
+    if ks is None:
         return 2
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     if args.steps == "llm" and policies != ["llm"]:

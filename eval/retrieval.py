@@ -235,14 +235,22 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     retrieval.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+def parse_ks(text: str) -> list[int] | None:
+    """``--k 1,5,10`` as sorted list sizes, or None after saying on stderr what is wrong."""
     try:
-        ks = sorted({int(k) for k in args.k.split(",") if k.strip()})
+        ks = sorted({int(k) for k in text.split(",") if k.strip()})
         if not ks or ks[0] < 1:
             raise ValueError
     except ValueError:
-        print(f"toolgraph: --k must be positive integers, got {args.k!r}", file=sys.stderr)
+        print(f"toolgraph: --k must be positive integers, got {text!r}", file=sys.stderr)
+        return None
+    return ks
+
+
+def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    ks = parse_ks(args.k)
+    if ks is None:
         return 2
     try:
         data = load_beir(args.corpus, args.limit_queries)

@@ -16,6 +16,7 @@ from graph_store.ingest.openai_spec import parse_openai
 from graph_store.models import Endpoint, Tool
 from proxy.execute.invocation import BUILTIN_SCHEME, PythonTool, PythonTools
 from proxy.tools.sandbox import Sandbox
+from proxy.tools.vectors import OPERATIONS
 
 GROUP = "course_assistant"
 
@@ -93,17 +94,7 @@ SPECS: list[dict[str, JsonValue]] = [
             "properties": {
                 "operation": {
                     "type": "string",
-                    "enum": [
-                        "add",
-                        "subtract",
-                        "dot",
-                        "cross",
-                        "magnitude",
-                        "normalize",
-                        "angle",
-                        "scale",
-                        "project",
-                    ],
+                    "enum": list(OPERATIONS),
                 },
                 "a": {"type": "array", "items": {"type": "number"}},
                 "b": {"type": "array", "items": {"type": "number"}},
