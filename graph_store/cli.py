@@ -31,20 +31,20 @@ _SHOWN_ERRORS = 20
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    catalog = _command(commands, "catalog", "import, list and show the tool catalog")
+    catalog = command_parser(commands, "catalog", "import, list and show the tool catalog")
     actions = catalog.add_subparsers(dest="action", required=True)
-    imported = _command(actions, "import", "import tools from files or folders")
+    imported = command_parser(actions, "import", "import tools from files or folders")
     imported.add_argument("paths", nargs="+", type=Path, metavar="PATH")
     imported.add_argument("--format", choices=FORMATS, help="skip format detection")
-    listed = _command(actions, "list", "list tools by name")
+    listed = command_parser(actions, "list", "list tools by name")
     listed.add_argument("--category")
     listed.add_argument("--limit", type=int, default=50)
-    shown = _command(actions, "show", "one tool as JSON")
+    shown = command_parser(actions, "show", "one tool as JSON")
     shown.add_argument("tool", help="name, id or ToolBench alias")
 
-    graph = _command(commands, "graph", "build and explore the tool graph")
+    graph = command_parser(commands, "graph", "build and explore the tool graph")
     actions = graph.add_subparsers(dest="action", required=True)
-    build = _command(actions, "build", "build edges (each source replaces its own edges)")
+    build = command_parser(actions, "build", "build edges (each source replaces its own edges)")
     build.add_argument("--calls", nargs="+", type=Path, default=[], metavar="FILE")
     build.add_argument("--schema-deps", action="store_true", help="the response→input rules")
     build.add_argument("--taskbench-graph", nargs="+", type=Path, default=[], metavar="FILE")
@@ -52,11 +52,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--llm-deps", action="store_true", help="have the upstream model judge the rule edges"
     )
     build.add_argument("--llm-model", help="model for --llm-deps (default: upstream_model)")
-    _command(actions, "stats", "counts, degrees, components")
+    command_parser(actions, "stats", "counts, degrees, components")
     for name, text in (("push", "copy the local graph to Neo4j"), ("pull", "copy Neo4j here")):
-        transfer = _command(actions, name, text)
+        transfer = command_parser(actions, name, text)
         transfer.add_argument("--neo4j", required=True, metavar="URI")
-    near = _command(actions, "neighbors", "tools next to a tool, best first")
+    near = command_parser(actions, "neighbors", "tools next to a tool, best first")
     near.add_argument("tool")
     near.add_argument("--kind", choices=[k.value for k in EdgeKind], action="append")
     near.add_argument("--category")
@@ -81,9 +81,10 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         return 2
 
 
-def _command(
+def command_parser(
     parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
 ) -> argparse.ArgumentParser:
+    """A subcommand of ``toolgraph`` other than ``serve``: it takes ``--config`` only."""
     parser = parent.add_parser(name, help=text, description=text)
     parser.add_argument("--config", type=Path, help="YAML settings file")
     # main() loads settings with the serve command's overrides; these have none.

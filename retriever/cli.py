@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, get_args
 
+from graph_store.cli import command_parser
 from retriever.config import DocumentVariant
 from retriever.errors import RetrieverError
 
@@ -22,13 +22,15 @@ COMMANDS = ("index", "search")
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    index = _command(commands, "index", "build the catalog's vector index")
+    index = command_parser(commands, "index", "build the catalog's vector index")
     actions = index.add_subparsers(dest="action", required=True)
-    build = _command(actions, "build", "embed the catalog's tools into Qdrant (changed ones only)")
+    build = command_parser(
+        actions, "build", "embed the catalog's tools into Qdrant (changed ones only)"
+    )
     build.add_argument("--document", choices=get_args(DocumentVariant), help="document variant")
     build.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    search = _command(commands, "search", "search the catalog's index")
+    search = command_parser(commands, "search", "search the catalog's index")
     search.add_argument("query")
     search.add_argument("-k", type=int, default=10, help="how many tools (10)")
     search.add_argument("--category")
@@ -89,12 +91,3 @@ def _search(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     if not hits:
         print("no tools found", file=out)
     return 0
-
-
-def _command(
-    parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, text: str
-) -> argparse.ArgumentParser:
-    parser = parent.add_parser(name, help=text, description=text)
-    parser.add_argument("--config", type=Path, help="YAML settings file")
-    parser.set_defaults(host=None, port=None, workers=None)
-    return parser
