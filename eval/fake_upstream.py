@@ -1,8 +1,10 @@
 """A scriptable OpenAI-compatible upstream: a real HTTP server on loopback.
 
 It stands in for the external LLM only, in the tests and in the overhead
-benchmark. Each request takes the next queued :class:`Script` (or the default
-one) and is answered as OpenAI's API would: a plain answer, streamed chunks with
+benchmark. Each request takes the script its :attr:`FakeUpstream.responder` picks
+for it (a test's function of the request body, for answers that depend on what
+was asked, such as parallel calls), else the next queued :class:`Script`, else
+the default one, and is answered as OpenAI's API would: a plain answer, streamed chunks with
 ``usage``, tool calls in both forms, an error, or a slow or hung answer. Every
 request is recorded (unless ``record=False``, as the command line runs it) so a
 test can check what reached the upstream.
@@ -19,7 +21,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +63,9 @@ class Script:
     drop_after_events: int | None = None
 
 
+Responder = Callable[[dict[str, Any]], "Script | None"]
+
+
 @dataclass(frozen=True)
 class RecordedRequest:
     method: str
@@ -79,6 +84,7 @@ class FakeUpstream:
         self.record = record
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0  # hung answers whose client went away
+        self.responder: Responder | None = None
         self._queue: deque[Script] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -95,6 +101,7 @@ class FakeUpstream:
         self._queue.extend(scripts)
 
     def reset(self) -> None:
+        self.responder = None
         self._queue.clear()
         self.requests.clear()
         self.disconnects = 0
@@ -188,8 +195,10 @@ class FakeUpstream:
                 },
             )
             return True
-        script = self._queue.popleft() if self._queue else self.default
         request = parsed if isinstance(parsed, dict) else {}
+        script = self.responder(request) if self.responder is not None else None
+        if script is None:
+            script = self._queue.popleft() if self._queue else self.default
         return await self._answer_chat(reader, writer, script, request)
 
     async def _answer_chat(

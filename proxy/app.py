@@ -21,9 +21,12 @@ from proxy.chat.router import routes as chat_routes
 from proxy.chat.service import ChatService, Upstreams
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
-from proxy.execute.egress import EgressPolicy
-from proxy.execute.invocation import HttpInvoker, make_http_client
+from proxy.execute.service import ToolExecutor
 from proxy.middleware import ObservabilityMiddleware
+from proxy.orchestrate import router as orchestrate_router
+from proxy.orchestrate.catalog import CatalogService
+from proxy.orchestrate.kv import open_key_value
+from proxy.orchestrate.service import Orchestrator
 from proxy.registry import router as registry_router
 from proxy.registry.service import ToolRegistry
 from proxy.responses import error_response
@@ -54,6 +57,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
     app.include_router(registry_router.router)
+    app.include_router(orchestrate_router.router)
     _add_error_handlers(app, settings.secrets())
     app.add_middleware(ObservabilityMiddleware)
     return app
@@ -84,6 +88,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.timeouts.request,
         settings.secrets(),
         select=select,
+        default_mode=settings.default_mode,
     )
     checks: dict[str, health.Check] = {}
     if redis is not None:
@@ -93,32 +98,33 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     if settings.neo4j_uri:
         checks["neo4j"] = health.neo4j_check(settings.neo4j_uri)
     app.state.readiness = health.Readiness(checks)
+    executor = ToolExecutor(settings.executor, redis)
+    store = open_store(settings) if settings.admin_key is not None else None
+    catalog = CatalogService(settings, select, store)
+    app.state.orchestrator = orchestrator = Orchestrator(
+        settings,
+        catalog,
+        executor,
+        router,
+        upstreams,
+        open_key_value(redis, settings.orchestrate.max_traces),
+    )
+    if store is not None:
+        app.state.registry = ToolRegistry(store, executor.invoker, on_change=catalog.changed)
     try:
-        async with _tool_registry(app, settings):
-            yield
+        if settings.orchestrate.preload:
+            await catalog.get()
+        yield
     finally:
+        await orchestrator.drain()
+        await executor.aclose()
+        catalog.close()
         await upstreams.relay.aclose()
         await upstreams.litellm.aclose()
         select.close()
         if redis is not None:
             await redis.aclose()
         metrics.forget_process(os.getpid())
-
-
-@asynccontextmanager
-async def _tool_registry(app: FastAPI, settings: Settings) -> AsyncIterator[None]:
-    """The registry's store and test-call client, opened only when the admin key is set."""
-    if settings.admin_key is None:
-        yield
-        return
-    store = open_store(settings)
-    policy = EgressPolicy.from_settings(settings.executor)
-    async with make_http_client(policy, settings.executor) as client:
-        app.state.registry = ToolRegistry(store, HttpInvoker(client, settings.executor))
-        try:
-            yield
-        finally:
-            store.close()
 
 
 def _add_error_handlers(app: FastAPI, secrets: list[str]) -> None:

@@ -213,6 +213,39 @@ class Planner(_Section):
     )
 
 
+class Orchestrate(_Section):
+    """Orchestrate mode: the catalog it loads, the answer stream, traces and replays."""
+
+    builtin_tools: bool = Field(
+        default=True,
+        description="Import the built-in tool pack (math and physics, runs offline) into the "
+        "catalog at start-up.",
+    )
+    preload: bool = Field(
+        default=False,
+        description="Load the catalog (embedding model, index) at start-up instead of on the "
+        "first orchestrate request.",
+    )
+    keepalive: float = Field(
+        default=5.0, gt=0, description="Seconds between SSE keep-alive comments while tools run."
+    )
+    trace_ttl: int = Field(default=24 * 3600, gt=0, description="Seconds a request trace is kept.")
+    max_traces: int = Field(
+        default=1000, gt=0, description="Traces kept in process when there is no Redis."
+    )
+    idempotency_ttl: int = Field(
+        default=24 * 3600, gt=0, description="Seconds an `Idempotency-Key` and its answer are kept."
+    )
+    conversation_ttl: int = Field(
+        default=24 * 3600,
+        gt=0,
+        description="Seconds the tool results of an answered turn stay reusable by follow-ups.",
+    )
+    max_reused_results: int = Field(
+        default=16, ge=0, le=256, description="Earlier tool results a follow-up may reuse."
+    )
+
+
 class Retriever(RetrieverConfig, _Section):
     """Embeddings, the catalog index and select mode (see retriever/README.md)."""
 
@@ -274,12 +307,18 @@ class Settings(BaseSettings):
     neo4j_uri: str | None = Field(
         default=None, description="Neo4j Bolt URI; the in-process graph under data_dir if unset."
     )
+    default_mode: Literal["passthrough", "select", "orchestrate"] = Field(
+        default="passthrough",
+        description="Mode of a request that names none (`toolgraph.mode` or `x-toolgraph-mode`); "
+        "a request with tools or tool results of its own is never orchestrated by default.",
+    )
     models: list[ModelRoute] = Field(default_factory=list, description="The routing table.")
     limits: Limits = Field(default_factory=Limits)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retriever: Retriever = Field(default_factory=Retriever)
     executor: Executor = Field(default_factory=Executor)
     planner: Planner = Field(default_factory=Planner)
+    orchestrate: Orchestrate = Field(default_factory=Orchestrate)
 
     @field_validator("upstream_base_url")
     @classmethod

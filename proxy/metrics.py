@@ -85,14 +85,16 @@ TOOL_RESPONSE_BYTES = Counter(
 )
 STAGE_LATENCY = Histogram(
     "toolgraph_stage_duration_seconds",
-    "Time one orchestration stage took for one request, by stage (decompose, select).",
+    "Time one orchestration stage took for one request, by stage (catalog, plan, decompose, "
+    "select, execute, answer).",
     ["stage"],
     buckets=_LATENCY_BUCKETS,
 )
 TOOLS_SELECTED = Counter(
     "toolgraph_selected_tools_total",
-    "Select mode: tools the clients offered and tools injected upstream, by kind.",
-    ["kind"],
+    "Tools offered and tools kept, by mode and kind: select mode counts the client's tools "
+    "and those forwarded; orchestrate mode the planner's candidates and the tools it planned.",
+    ["mode", "kind"],
 )
 CACHE_LOOKUPS = Counter(
     "toolgraph_cache_lookups_total",

@@ -387,7 +387,8 @@ def stages(layout: Layout) -> None:
         8,
         timeseries(
             "Stage latency by stage (p50, p95)",
-            f"{stage}: decompose and select (the planner), per request.",
+            f"{stage}: orchestrate mode's stages (catalog, plan with its decompose and select, "
+            "execute, answer), per request.",
             quantiles(stage, "stage", "", (0.5, 0.95), " {{stage}}"),
             "s",
             24,
@@ -397,13 +398,14 @@ def stages(layout: Layout) -> None:
 
 def selection(layout: Layout) -> None:
     selected = "toolgraph_selected_tools_total"
-    layout.row("Select mode")
+    layout.row("Tool selection")
     layout.line(
         8,
         timeseries(
             "Tools offered vs injected / s",
-            f"{selected}: the clients' tools against the few forwarded upstream.",
-            [(f"sum by (kind) (rate({selected}[{RATE}]))", "{{kind}}")],
+            f"{selected}: select mode, the clients' tools against the few forwarded upstream; "
+            "orchestrate mode, the planner's candidates against the tools it planned.",
+            [(f"sum by (mode, kind) (rate({selected}[{RATE}]))", "{{mode}} {{kind}}")],
             "ops",
             12,
         ),
@@ -412,9 +414,9 @@ def selection(layout: Layout) -> None:
             f"Injected over offered, from {selected}.",
             [
                 (
-                    f'sum(rate({selected}{{kind="injected"}}[{RATE}])) '
-                    f'/ sum(rate({selected}{{kind="offered"}}[{RATE}]))',
-                    "injected / offered",
+                    f'sum by (mode) (rate({selected}{{kind="injected"}}[{RATE}])) '
+                    f'/ sum by (mode) (rate({selected}{{kind="offered"}}[{RATE}]))',
+                    "{{mode}}",
                 )
             ],
             "percentunit",

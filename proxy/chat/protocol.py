@@ -58,7 +58,8 @@ class ToolgraphOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    mode: Literal["passthrough", "select"] | None = None
+    mode: Literal["passthrough", "select", "orchestrate"] | None = None
+    progress: bool | None = None
     top_k: int | None = Field(default=None, ge=1, le=512)
     threshold: float | None = Field(default=None, ge=-1, le=1)
 

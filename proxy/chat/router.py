@@ -21,6 +21,7 @@ from proxy.chat.service import ChatService
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest, RequestTooLarge
+from proxy.orchestrate.router import orchestrate
 from proxy.streaming import EventStreamResponse
 
 
@@ -35,6 +36,8 @@ async def create_chat_completion(request: Request) -> Response:
         body = with_mode_header(body, mode)
     chat_request = parse_request(body)
     service.check_limits(chat_request)
+    if service.mode_of(chat_request) == "orchestrate":
+        return await orchestrate(request, chat_request, body, raw, context)
     if not chat_request.stream:
         async with cancelled_on_disconnect(request.receive):
             reply = await service.complete(chat_request, body, raw, context)

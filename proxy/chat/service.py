@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from proxy import metrics
 from proxy.chat.protocol import ChatCompletionRequest
@@ -18,6 +18,8 @@ from proxy.select.service import SelectService
 from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstream
 
 log = logging.getLogger(__name__)
+
+Mode = Literal["passthrough", "select", "orchestrate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +40,30 @@ class ChatService:
         request_timeout: float,
         secrets: Sequence[str],
         select: SelectService | None = None,
+        default_mode: Mode = "passthrough",
     ) -> None:
         self._select = select
+        self._default_mode = default_mode
         self._router = router
         self._upstreams = upstreams
         self._limits = limits
         self._request_timeout = request_timeout
         self._secrets = tuple(secrets)
+
+    def mode_of(self, request: ChatCompletionRequest) -> Mode:
+        """The request's own mode, else the configured one where it fits the request.
+
+        A request that brings tools or tool results of its own runs them itself: the
+        configured default never orchestrates it, and never selects without tools.
+        """
+        if request.toolgraph is not None and request.toolgraph.mode is not None:
+            return request.toolgraph.mode
+        mode = self._default_mode
+        if mode == "orchestrate" and (request.tools or _has_tool_results(request)):
+            return "passthrough"
+        if mode == "select" and not request.tools:
+            return "passthrough"
+        return mode
 
     def check_limits(self, request: ChatCompletionRequest) -> None:
         if len(request.messages) > self._limits.max_messages:
@@ -116,7 +135,7 @@ class ChatService:
         self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
     ) -> tuple[Target, dict[str, Any], bool]:
         target = self._router.resolve(request.model)
-        context.mode = (request.toolgraph and request.toolgraph.mode) or "passthrough"
+        context.mode = self.mode_of(request)
         context.model = request.model
         if target.model == request.model and "toolgraph" not in body:
             return target, body, True
@@ -128,7 +147,7 @@ class ChatService:
         self, request: ChatCompletionRequest, body: dict[str, Any]
     ) -> dict[str, Any]:
         # Tool names are forwarded unchanged, so the answer's tool_calls need no mapping.
-        if request.toolgraph is None or request.toolgraph.mode != "select":
+        if self.mode_of(request) != "select":
             return body
         if self._select is None:
             raise InvalidRequest("select mode is not enabled here", param="toolgraph.mode")
@@ -139,6 +158,10 @@ class ChatService:
 
     def _remaining(self, context: RequestContext) -> float:
         return max(0.0, self._request_timeout - context.elapsed())
+
+
+def _has_tool_results(request: ChatCompletionRequest) -> bool:
+    return any(message.role in ("tool", "function") for message in request.messages)
 
 
 @asynccontextmanager

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import httpx
+from pydantic import JsonValue
 from redis.asyncio import Redis
 
 from graph_store.models import Tool
@@ -35,6 +36,8 @@ from proxy.tools.sandbox import Sandbox
 class ExecutedPlan:
     run: PlanRun
     compressed: dict[str, Compressed] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)  # LLM replies per call's arguments
+    reused: set[str] = field(default_factory=set)  # calls answered from an earlier turn
 
     def answer_inputs(self) -> dict[str, str]:
         """What the answering LLM may read: the compressed outputs the plan marks for it."""
@@ -71,9 +74,21 @@ class ToolExecutor:
             await self._client.aclose()
         await self.sandbox.aclose()
 
-    def runner(self, tools: Mapping[str, Tool], model: ChatModel | None) -> CatalogRunner:
+    def runner(
+        self,
+        tools: Mapping[str, Tool],
+        model: ChatModel | None,
+        reuse: Mapping[str, JsonValue] | None = None,
+        background: Mapping[str, str] | None = None,
+    ) -> CatalogRunner:
         return CatalogRunner(
-            tools, self.invoker, writer=self.writer, compressor=self.compressor, model=model
+            tools,
+            self.invoker,
+            writer=self.writer,
+            compressor=self.compressor,
+            model=model,
+            reuse=reuse,
+            background=background,
         )
 
     async def execute(
@@ -82,11 +97,18 @@ class ToolExecutor:
         tools: Mapping[str, Tool],
         model: ChatModel | None,
         observer: Observer | None = None,
+        *,
+        reuse: Mapping[str, JsonValue] | None = None,
+        background: Mapping[str, str] | None = None,
     ) -> ExecutedPlan:
-        """Run ``plan`` over ``tools``; ``model`` writes arguments and picks fields."""
-        runner = self.runner(tools, model)
+        """Run ``plan`` over ``tools``; ``model`` writes arguments and picks fields.
+
+        ``reuse``: earlier calls' outputs by :func:`~proxy.execute.runner.call_key`;
+        ``background``: earlier results the argument writer may read, by label.
+        """
+        runner = self.runner(tools, model, reuse, background)
         run = await self.scheduler.execute(plan, runner, observer)
-        executed = ExecutedPlan(run)
+        executed = ExecutedPlan(run, attempts=runner.attempts, reused=runner.reused)
         for node_id, record in run.records.items():
             if record.outcome is Outcome.OK:
                 tool = runner.tool(record.node)

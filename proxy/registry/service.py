@@ -12,6 +12,7 @@ check, and nothing of the batch is stored. Built-in tools need no check.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,9 +40,15 @@ class Check:
 
 
 class ToolRegistry:
-    def __init__(self, store: GraphStore, invoker: ToolInvoker) -> None:
+    def __init__(
+        self,
+        store: GraphStore,
+        invoker: ToolInvoker,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self._store = store
         self._invoker = invoker
+        self._on_change = on_change or _nothing
         self._writing = asyncio.Lock()
 
     async def register(self, request: RegisterTools, store: bool) -> tuple[list[Tool], list[Check]]:
@@ -57,6 +64,7 @@ class ToolRegistry:
             ]
             if store:
                 await asyncio.to_thread(self._store.upsert_tools, tools)
+                self._on_change()
         return tools, checks
 
     async def get(self, key: str) -> Tool:
@@ -72,6 +80,7 @@ class ToolRegistry:
         async with self._writing:
             tool = await self.get(key)
             await asyncio.to_thread(self._store.delete_tools, [tool.id])
+            self._on_change()
         return tool
 
     async def _check(self, tool: Tool, arguments: dict[str, JsonValue] | None) -> Check:
@@ -93,6 +102,10 @@ class ToolRegistry:
                 status=422,
             ) from None
         return Check(tool.name, "passed")
+
+
+def _nothing() -> None:
+    pass
 
 
 def sample_arguments(tool: Tool) -> dict[str, JsonValue]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.asyncio import Redis
 
@@ -18,6 +18,9 @@ from proxy.chat.protocol import ChatCompletionRequest
 from proxy.errors import InvalidRequest, ToolgraphError
 from retriever.config import RetrieverConfig
 from retriever.errors import InvalidTools, ModelNotFound
+
+if TYPE_CHECKING:
+    from retriever.embedder import Encoder
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,15 @@ class SelectService:
         async with self._lock:
             if self._selector is None:
                 self._selector, self._embedder = await asyncio.to_thread(self._load)
+
+    async def encoder(self) -> Encoder:
+        """The loaded embedding model, shared with orchestrate mode's catalog."""
+        try:
+            await self.start()
+        except ModelNotFound as exc:
+            raise RetrieverUnavailable(f"the embedding model is unavailable: {exc}") from None
+        encoder: Encoder = self._embedder.encoder
+        return encoder
 
     def close(self) -> None:
         if self._embedder is not None:
@@ -80,8 +92,8 @@ class SelectService:
         stats = self._embedder.stats
         metrics.CACHE_LOOKUPS.labels("embedding", "hit").inc(stats.cache_hits - hits)
         metrics.CACHE_LOOKUPS.labels("embedding", "miss").inc(stats.cache_misses - misses)
-        metrics.TOOLS_SELECTED.labels("offered").inc(selection.offered)
-        metrics.TOOLS_SELECTED.labels("injected").inc(len(selection.tools))
+        metrics.TOOLS_SELECTED.labels("select", "offered").inc(selection.offered)
+        metrics.TOOLS_SELECTED.labels("select", "injected").inc(len(selection.tools))
         log.info(
             "select: %d of %d tools forwarded (%s), %d enums trimmed",
             len(selection.tools),

@@ -46,12 +46,15 @@ def client(proxy: ServerThread) -> Iterator[openai.OpenAI]:
 
 
 def selected_tools(proxy: ServerThread) -> dict[str, float]:
-    """toolgraph_selected_tools_total by kind, as /metrics shows it now."""
+    """toolgraph_selected_tools_total of select mode by kind, as /metrics shows it now."""
     text = httpx.get(f"{proxy.url}/metrics", timeout=10).text
     counts = {"offered": 0.0, "injected": 0.0}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "toolgraph_selected_tools_total":
+            if (
+                sample.name == "toolgraph_selected_tools_total"
+                and sample.labels["mode"] == "select"
+            ):
                 counts[sample.labels["kind"]] = sample.value
     return counts
 

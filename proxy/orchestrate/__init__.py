@@ -1,0 +1,1 @@
+"""Orchestrate mode: plan over the catalog, run the tools, stream the answer."""

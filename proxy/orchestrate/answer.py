@@ -1,0 +1,165 @@
+"""The answer's side of orchestrate mode: the prompt, and the shapes the client sees.
+
+The answering model gets toolgraph's system message (instructions and the quoted
+results) ahead of the client's own messages. What goes back has OpenAI's shapes
+exactly: ``chat.completion`` bodies and ``chat.completion.chunk`` events under one
+id, progress as ``delta.reasoning_content`` (the field reasoning models stream
+their thinking in), ``usage`` the sum of every upstream call of the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import JsonValue
+
+from proxy.execute.arguments import quote_result
+from proxy.execute.service import ExecutedPlan
+from proxy.orchestrate.conversation import EarlierCall
+
+PROMPT = (Path(__file__).parent / "prompts" / "answer.md").read_text(encoding="utf-8")
+DONE = b"data: [DONE]\n\n"
+KEEPALIVE = b": keep-alive\n\n"
+# Fields of the client's request that concern tools the client runs: not the answer's.
+_TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
+
+
+def answer_messages(
+    messages: Sequence[JsonValue],
+    executed: ExecutedPlan | None,
+    earlier: Sequence[EarlierCall],
+) -> list[JsonValue]:
+    parts = [PROMPT]
+    if earlier:
+        quoted = "\n".join(
+            quote_result(f"earlier-{i}", f"{call.tool}: {call.text}")
+            for i, call in enumerate(earlier, 1)
+        )
+        parts.append(f"Results from earlier in this conversation:\n{quoted}")
+    if executed is not None and executed.run.records:
+        inputs = executed.answer_inputs()
+        records = executed.run.records
+        quoted = "\n".join(
+            quote_result(node, f"{records[node].node.tool} ({records[node].node.task}): {text}")
+            for node, text in inputs.items()
+        )
+        if quoted:
+            parts.append(f"Results of this request's tool calls:\n{quoted}")
+        if failed := executed.run.unfinished():
+            parts.append("Could not be done:\n" + "\n".join(f"- {line}" for line in failed))
+    elif not earlier:
+        parts.append("No tool ran for this request.")
+    return [{"role": "system", "content": "\n\n".join(parts)}, *messages]
+
+
+def answer_body(body: Mapping[str, Any], model: str, messages: list[JsonValue]) -> dict[str, Any]:
+    """The client's request as the answering call: its options kept, tools dropped."""
+    outgoing = {k: v for k, v in body.items() if k not in _TOOL_FIELDS and k != "toolgraph"}
+    outgoing["model"] = model
+    outgoing["messages"] = messages
+    if outgoing.get("stream"):
+        outgoing["stream_options"] = {"include_usage": True}
+    return outgoing
+
+
+def completion(
+    completion_id: str, created: int, model: str, content: str, usage: Mapping[str, int]
+) -> dict[str, Any]:
+    """A whole ``chat.completion`` toolgraph writes itself (a question to the user)."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": dict(usage),
+    }
+
+
+class ChunkWriter:
+    """Events of one streamed answer: one id, one model name, usage when asked for."""
+
+    def __init__(self, completion_id: str, created: int, model: str, include_usage: bool) -> None:
+        self.id = completion_id
+        self.created = created
+        self.model = model
+        self.include_usage = include_usage
+        self._role_sent = False
+
+    def delta(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        if not self._role_sent:
+            delta = {"role": "assistant", **delta}
+            self._role_sent = True
+        chunk: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if self.include_usage:
+            chunk["usage"] = None
+        return event(chunk)
+
+    def progress(self, text: str) -> bytes:
+        return self.delta({"content": None, "reasoning_content": text})
+
+    def whole(self, content: str, usage: Mapping[str, int]) -> Iterator[bytes]:
+        """A complete answer toolgraph wrote itself, as a stream."""
+        yield self.delta({"content": content})
+        yield self.delta({}, "stop")
+        yield from self.end(usage)
+
+    def end(self, usage: Mapping[str, int]) -> Iterator[bytes]:
+        if self.include_usage:
+            yield event(
+                {
+                    "id": self.id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                    "choices": [],
+                    "usage": dict(usage),
+                }
+            )
+        yield DONE
+
+    def upstream_chunk(self, chunk: dict[str, Any]) -> bytes:
+        """An answer chunk from the upstream, under this stream's id; usage goes last."""
+        chunk["id"] = self.id
+        if self._role_sent:
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta")
+                if isinstance(delta, dict) and delta.get("role") == "assistant":
+                    del delta["role"]
+        else:
+            self._role_sent = True
+        if self.include_usage:
+            chunk["usage"] = None
+        else:
+            chunk.pop("usage", None)
+        return event(chunk)
+
+
+def event(payload: Mapping[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(payload) + b"\n\n"
+
+
+def data_fields(events: bytes) -> Iterator[bytes]:
+    """The ``data`` of every event in ``events`` (whole events, as the relay cuts them)."""
+    for block in events.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+        if lines:
+            yield b"\n".join(lines)

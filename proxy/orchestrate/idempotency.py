@@ -1,0 +1,116 @@
+"""``Idempotency-Key``: a repeated orchestrate request gets the first answer back.
+
+The first request with a key claims it (an atomic add, so two racing requests
+cannot both run tools) and stores its answer when done: the body, or every event
+of a stream. A replay with the same body gets that answer with
+``idempotent-replayed: true`` and runs nothing; the same key with another body is
+a 409. While the first still runs, a repeat gets a 409 the SDK retries after a
+second. A request that fails before any tool ran gives its key up, so a retry may
+run; one that fails after tools ran stores its error, so a retry does not run
+them twice. Keys are per client: the hash of the client's key is part of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from dataclasses import dataclass, field
+
+import orjson
+
+from proxy.errors import Conflict, InvalidRequest
+from proxy.orchestrate.kv import KeyValue
+
+HEADER = "idempotency-key"
+REPLAYED = "idempotent-replayed"
+_VALID = re.compile(r"[\x21-\x7e]{1,255}")
+
+
+@dataclass(slots=True)
+class Stored:
+    """A finished answer: a JSON body, or the events of a stream."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    events: list[bytes] | None = None
+
+    def encode(self, fingerprint: str) -> bytes:
+        return orjson.dumps(
+            {
+                "state": "done",
+                "fingerprint": fingerprint,
+                "status": self.status,
+                "headers": self.headers,
+                "body": base64.b64encode(self.body).decode(),
+                "events": None
+                if self.events is None
+                else [base64.b64encode(e).decode() for e in self.events],
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: dict[str, object]) -> Stored:
+        events = data.get("events")
+        headers = data.get("headers")
+        status = data.get("status")
+        return cls(
+            status=status if isinstance(status, int) else 200,
+            headers=dict(headers) if isinstance(headers, dict) else {},
+            body=base64.b64decode(str(data.get("body") or "")),
+            events=None
+            if not isinstance(events, list)
+            else [base64.b64decode(str(e)) for e in events],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    key: str  # the store's key
+    fingerprint: str
+
+
+class IdempotencyKeys:
+    def __init__(self, store: KeyValue, ttl: int) -> None:
+        self._store = store
+        self._ttl = ttl
+
+    async def claim(self, key: str, client: str, body: bytes) -> Claim | Stored:
+        """Claim ``key`` for this request, or return the answer stored under it."""
+        if not _VALID.fullmatch(key):
+            raise InvalidRequest(
+                "the Idempotency-Key header must be 1-255 visible ASCII characters",
+                param="Idempotency-Key",
+                code="invalid_idempotency_key",
+            )
+        scoped = "idem:" + hashlib.sha256(f"{client}\0{key}".encode()).hexdigest()
+        fingerprint = hashlib.sha256(body).hexdigest()
+        running = orjson.dumps({"state": "running", "fingerprint": fingerprint})
+        if await self._store.add(scoped, running, self._ttl):
+            return Claim(scoped, fingerprint)
+        raw = await self._store.get(scoped)
+        if raw is None:  # expired between the two calls: claim it again
+            return await self.claim(key, client, body)
+        found = orjson.loads(raw)
+        if found.get("fingerprint") != fingerprint:
+            raise Conflict(
+                "this Idempotency-Key was already used with a different request body",
+                param="Idempotency-Key",
+                code="idempotency_key_reused",
+                headers={"x-should-retry": "false"},
+            )
+        if found.get("state") != "done":
+            raise Conflict(
+                "a request with this Idempotency-Key is still running; retry shortly",
+                param="Idempotency-Key",
+                code="idempotency_key_in_use",
+                headers={"retry-after": "1"},
+            )
+        return Stored.decode(found)
+
+    async def finish(self, claim: Claim, answer: Stored) -> None:
+        await self._store.put(claim.key, answer.encode(claim.fingerprint), self._ttl)
+
+    async def release(self, claim: Claim) -> None:
+        await self._store.delete(claim.key)

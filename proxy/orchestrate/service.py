@@ -1,0 +1,512 @@
+"""Orchestrate mode, without HTTP: plan, run the tools, answer.
+
+One request goes through four stages, each timed into the trace and the
+``toolgraph_stage_duration_seconds`` histogram: ``catalog`` (loaded once),
+``plan`` (the planner; it never raises, it degrades), ``execute`` (the tool DAG
+in parallel, compressed outputs) and ``answer`` (the upstream model, streaming
+when the client streams). A required value only the user can give ends the
+request with the question as the assistant's answer, and no answer call.
+
+A stream starts at once: while planning and tools run it carries SSE comments
+every ``orchestrate.keepalive`` seconds and, with ``toolgraph.progress``, the
+stages as ``delta.reasoning_content``. Headers go out first, so a failure later
+is an error event; a non-streamed failure after tools ran carries
+``x-should-retry: false`` so the SDK does not run them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import JsonValue
+
+from proxy import metrics
+from proxy.chat.protocol import ChatCompletionRequest
+from proxy.chat.service import Upstreams
+from proxy.config import Settings
+from proxy.context import RequestContext
+from proxy.errors import InvalidRequest, ToolgraphError, UpstreamError, UpstreamTimeout
+from proxy.execute.llm import UpstreamModel
+from proxy.execute.plan import ToolPlan
+from proxy.execute.scheduler import CallRecord, Outcome
+from proxy.execute.service import ExecutedPlan, ToolExecutor
+from proxy.orchestrate.answer import (
+    KEEPALIVE,
+    ChunkWriter,
+    answer_body,
+    answer_messages,
+    completion,
+    data_fields,
+)
+from proxy.orchestrate.catalog import Catalog, CatalogService
+from proxy.orchestrate.conversation import ConversationResults, EarlierCall
+from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
+from proxy.orchestrate.kv import KeyValue
+from proxy.orchestrate.traces import TraceStore, call_traces
+from proxy.orchestrate.usage import MeteredModel, Usage
+from proxy.plan.model import Plan
+from proxy.plan.policy import embed_subtasks
+from proxy.upstream import ModelRouter, Reply, Target, Upstream
+from retriever.conversation import message_text
+
+log = logging.getLogger(__name__)
+
+TRACE_HEADER = "x-toolgraph-trace-id"
+#: Messages of the conversation the planner reads, newest kept, and their characters.
+PLAN_TURNS = 12
+PLAN_CHARS = 6000
+
+Say = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class Turn:
+    """One orchestrated request in flight, and what its trace collects."""
+
+    request: ChatCompletionRequest
+    body: dict[str, Any]
+    context: RequestContext
+    target: Target
+    upstream: Upstream
+    client: str  # a hash of the client's key: scopes replays and reused results
+    trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    completion_id: str = field(default_factory=lambda: f"chatcmpl-tg{uuid.uuid4().hex[:24]}")
+    created: int = field(default_factory=lambda: int(time.time()))
+    usage: Usage = field(default_factory=Usage)
+    tools_ran: bool = False
+    trace: dict[str, JsonValue] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def messages(self) -> list[JsonValue]:
+        messages: list[JsonValue] = self.body["messages"]
+        return messages
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {TRACE_HEADER: self.trace_id}
+
+    def answered(self) -> bool:
+        """Whether the client got a whole answer (or a question), not an error."""
+        answer = self.trace.get("answer")
+        return isinstance(answer, dict) and answer.get("kind") in ("answer", "question")
+
+    def stage(self, name: str) -> _Stage:
+        return _Stage(self, name)
+
+
+class _Stage:
+    def __init__(self, turn: Turn, name: str) -> None:
+        self.turn, self.name = turn, name
+
+    def __enter__(self) -> None:
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        took = time.perf_counter() - self.started
+        self.turn.timings[self.name] = round(self.turn.timings.get(self.name, 0.0) + took, 6)
+        metrics.STAGE_LATENCY.labels(self.name).observe(took)
+
+
+@dataclass(slots=True)
+class Prepared:
+    """Planning and tools done: either a question for the user or the answer's request."""
+
+    earlier: list[EarlierCall]
+    executed: ExecutedPlan | None
+    question: str = ""
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: CatalogService,
+        executor: ToolExecutor,
+        router: ModelRouter,
+        upstreams: Upstreams,
+        store: KeyValue,
+    ) -> None:
+        options = settings.orchestrate
+        self.catalog = catalog
+        self.executor = executor
+        self.traces = TraceStore(store, options.trace_ttl, settings.secrets())
+        self.keys = IdempotencyKeys(store, options.idempotency_ttl)
+        self.results = ConversationResults(
+            store, options.conversation_ttl, options.max_reused_results
+        )
+        self._router = router
+        self._upstreams = upstreams
+        self._keepalive = options.keepalive
+        self._request_timeout = settings.timeouts.request
+        self._secrets = tuple(settings.secrets())
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def start(
+        self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
+    ) -> Turn:
+        """Check that the request can be orchestrated and route its model."""
+        if request.tools:
+            raise InvalidRequest(
+                "orchestrate mode runs the catalog's tools: send the request without 'tools', "
+                "or use select mode to trim your own",
+                param="tools",
+                code="tools_not_allowed",
+            )
+        if request.n not in (None, 1):
+            raise InvalidRequest(
+                "orchestrate mode answers with one choice: 'n' must be 1", param="n"
+            )
+        target = self._router.resolve(request.model)
+        context.mode, context.model = "orchestrate", request.model
+        return Turn(
+            request,
+            body,
+            context,
+            target,
+            self._upstreams.for_target(target),
+            client=_client_scope(context.client_key),
+        )
+
+    async def claim(self, turn: Turn, key: str, raw: bytes) -> Claim | Stored:
+        return await self.keys.claim(key, turn.client, raw)
+
+    # --- non-streamed -------------------------------------------------------------
+
+    async def complete(self, turn: Turn, claim: Claim | None = None) -> Reply:
+        answered = False
+        try:
+            reply = await self._within(self._complete(turn), turn)
+            answered = True
+            if claim is not None:
+                await self.keys.finish(claim, Stored(200, reply.headers, reply.content))
+            return reply
+        except ToolgraphError as exc:
+            exc.headers.update(turn.headers)
+            if turn.tools_ran:
+                exc.headers["x-should-retry"] = "false"
+            self._record_error(turn, exc)
+            if claim is not None and turn.tools_ran:
+                stored = Stored(exc.status, dict(exc.headers), exc.to_json(self._secrets))
+                await self.keys.finish(claim, stored)
+                claim = None
+            raise
+        finally:
+            if claim is not None and not answered:
+                self._spawn(self.keys.release(claim))
+            self._spawn(self._save_trace(turn))
+
+    async def _complete(self, turn: Turn) -> Reply:
+        prepared = await self._prepare(turn, _silent)
+        if prepared.question:
+            payload = completion(
+                turn.completion_id,
+                turn.created,
+                turn.request.model,
+                prepared.question,
+                turn.usage.as_openai(),
+            )
+            text = prepared.question
+        else:
+            with turn.stage("answer"):
+                reply = await turn.upstream.complete(turn.target, prepared.body, None, turn.context)
+            payload = _completion_payload(reply.content)
+            turn.usage.add(payload.get("usage"))
+            payload["usage"] = turn.usage.as_openai()
+            text = _message_content(payload)
+        turn.trace["answer"] = {"kind": "question" if prepared.question else "answer"}
+        await self._after_answer(turn, prepared, text)
+        return Reply(orjson.dumps(payload), turn.headers)
+
+    # --- streamed -------------------------------------------------------------------
+
+    async def stream(self, turn: Turn, claim: Claim | None = None) -> AsyncIterator[bytes]:
+        """The client's events: keep-alives and progress, then the answer's chunks."""
+        include_usage = bool(
+            turn.request.stream_options and turn.request.stream_options.include_usage
+        )
+        writer = ChunkWriter(turn.completion_id, turn.created, turn.request.model, include_usage)
+        sent: list[bytes] = []  # every event but keep-alives, for a replay
+        answered = False
+        first = True
+        try:
+            async for event in self._events(turn, writer):
+                if first:
+                    metrics.TIME_TO_FIRST_TOKEN.labels("orchestrate", turn.request.model).observe(
+                        turn.context.elapsed()
+                    )
+                    first = False
+                if event is not KEEPALIVE:
+                    sent.append(event)
+                yield event
+            answered = turn.answered()
+        finally:
+            if claim is not None:
+                if answered or (turn.tools_ran and sent):
+                    self._spawn(self.keys.finish(claim, Stored(200, turn.headers, events=sent)))
+                else:
+                    self._spawn(self.keys.release(claim))
+            self._spawn(self._save_trace(turn))
+
+    async def _events(self, turn: Turn, writer: ChunkWriter) -> AsyncIterator[bytes]:
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        progress = bool(turn.request.toolgraph and turn.request.toolgraph.progress)
+
+        def say(text: str) -> None:
+            if progress:
+                queue.put_nowait(writer.progress(text + "\n"))
+
+        work = asyncio.create_task(self._prepare(turn, say), name=f"orchestrate:{turn.trace_id}")
+        work.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            async with asyncio.timeout(self._remaining(turn)):
+                while (item := await self._next(queue)) is not None:
+                    yield item
+                prepared = work.result()
+                if prepared.question:
+                    turn.trace["answer"] = {"kind": "question"}
+                    for event in writer.whole(prepared.question, turn.usage.as_openai()):
+                        yield event
+                    await self._after_answer(turn, prepared, prepared.question)
+                    return
+                text: list[str] = []
+                async for event in self._answer_events(turn, prepared, writer, text):
+                    yield event
+                if "answer" not in turn.trace:  # no error event from the upstream
+                    turn.trace["answer"] = {"kind": "answer"}
+                    await self._after_answer(turn, prepared, "".join(text))
+        except TimeoutError:
+            error = UpstreamTimeout("the request exceeded its time limit (timeouts.request)")
+            self._record_error(turn, error)
+            yield error.to_sse(self._secrets)
+        except ToolgraphError as exc:
+            self._record_error(turn, exc)
+            yield exc.to_sse(self._secrets)
+        finally:
+            if not work.done():
+                work.cancel()
+                with suppress(asyncio.CancelledError, Exception):
+                    await work
+
+    async def _next(self, queue: asyncio.Queue[bytes | None]) -> bytes | None:
+        try:
+            return await asyncio.wait_for(queue.get(), self._keepalive)
+        except TimeoutError:
+            return KEEPALIVE
+
+    async def _answer_events(
+        self, turn: Turn, prepared: Prepared, writer: ChunkWriter, text: list[str]
+    ) -> AsyncIterator[bytes]:
+        with turn.stage("answer"):
+            stream = await turn.upstream.stream(turn.target, prepared.body, None, turn.context)
+        try:
+            async for events in stream:
+                for data in data_fields(events):
+                    if data == b"[DONE]":
+                        continue
+                    chunk = orjson.loads(data)
+                    if not isinstance(chunk, dict):
+                        continue
+                    if "error" in chunk:  # the upstream's own mid-stream error: pass it on
+                        turn.trace["answer"] = {"kind": "error", "error": chunk["error"]}
+                        yield b"data: " + data + b"\n\n"
+                        return
+                    turn.usage.add(chunk.get("usage"))
+                    if not chunk.get("choices"):
+                        continue
+                    text.append(_delta_content(chunk))
+                    yield writer.upstream_chunk(chunk)
+        finally:
+            await stream.aclose()
+        for event in writer.end(turn.usage.as_openai()):
+            yield event
+
+    # --- planning and tools ---------------------------------------------------------
+
+    async def _prepare(self, turn: Turn, say: Say) -> Prepared:
+        say("planning…")
+        with turn.stage("catalog"):
+            catalog = await self.catalog.get()
+        earlier = await self.results.earlier(_dicts(turn.messages), turn.client)
+        model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
+        with turn.stage("plan"):
+            plan = await catalog.planner.plan(conversation_text(turn.messages), model)
+            tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
+        self._count_tools(plan, tool_plan)
+        turn.trace["plan"] = plan.trace()
+        turn.trace["tool_plan"] = [node.model_dump(mode="json") for node in tool_plan.nodes]
+        executed = None
+        if tool_plan.nodes:
+            say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
+            executed = await self._execute(turn, catalog, tool_plan, model, earlier, say)
+            if questions := executed.run.questions():
+                return Prepared(earlier, executed, question="\n".join(questions))
+            await self._remember_path(catalog, plan, executed)
+        say("answering…")
+        messages = answer_messages(turn.messages, executed, earlier)
+        return Prepared(earlier, executed, body=answer_body(turn.body, turn.target.model, messages))
+
+    async def _execute(
+        self,
+        turn: Turn,
+        catalog: Catalog,
+        tool_plan: ToolPlan,
+        model: MeteredModel,
+        earlier: list[EarlierCall],
+        say: Say,
+    ) -> ExecutedPlan:
+        def observe(record: CallRecord) -> None:
+            if record.outcome is None:
+                turn.tools_ran = True
+            elif record.outcome is not Outcome.OK:
+                say(f"{record.node.tool}: {record.outcome}")
+
+        with turn.stage("execute"):
+            executed = await self.executor.execute(
+                tool_plan,
+                catalog.tools,
+                model,
+                observe,
+                reuse={call.key(): call.output for call in earlier},
+                background={
+                    f"earlier-{i}": f"{call.tool}: {call.text}" for i, call in enumerate(earlier, 1)
+                },
+            )
+        turn.trace["calls"] = call_traces(executed)
+        turn.trace["deadline_exceeded"] = executed.run.deadline_exceeded
+        return executed
+
+    async def _remember_path(self, catalog: Catalog, plan: Plan, executed: ExecutedPlan) -> None:
+        memory = catalog.memory
+        if memory is None or not executed.run.ok or not plan.subtasks:
+            return
+        vectors = await asyncio.to_thread(embed_subtasks, catalog.planner.encoder, plan.subtasks)
+        await asyncio.to_thread(memory.remember, plan, executed.run, vectors)
+
+    def _count_tools(self, plan: Plan, tool_plan: ToolPlan) -> None:
+        offered = {c.tool for d in plan.decisions for c in d.candidates}
+        metrics.TOOLS_SELECTED.labels("orchestrate", "offered").inc(len(offered))
+        metrics.TOOLS_SELECTED.labels("orchestrate", "injected").inc(len(tool_plan.nodes))
+
+    async def _after_answer(self, turn: Turn, prepared: Prepared, answer: str) -> None:
+        """Keep this turn's results for follow-ups."""
+        calls = list(prepared.earlier)
+        executed = prepared.executed
+        if executed is not None:
+            for node_id, record in executed.run.records.items():
+                compressed = executed.compressed.get(node_id)
+                if record.outcome is Outcome.OK and compressed is not None:
+                    calls.append(
+                        EarlierCall(
+                            record.node.tool, record.arguments, record.output, compressed.text
+                        )
+                    )
+        await self.results.remember(_dicts(turn.messages), answer, turn.client, calls)
+
+    # --- bookkeeping ----------------------------------------------------------------
+
+    def _record_error(self, turn: Turn, error: ToolgraphError) -> None:
+        turn.trace["answer"] = {"kind": "error", "error": error.to_dict(self._secrets)["error"]}
+
+    async def _save_trace(self, turn: Turn) -> None:
+        turn.timings["total"] = round(turn.context.elapsed(), 6)
+        trace: dict[str, JsonValue] = {
+            "id": turn.trace_id,
+            "request_id": turn.context.request_id,
+            "created": turn.created,
+            "model": turn.request.model,
+            "upstream_model": turn.target.model,
+            "stream": bool(turn.request.stream),
+            "conversation": conversation_text(turn.messages),
+            "answer": {"kind": "cancelled"},
+            "calls": [],
+            **turn.trace,
+            "timings": dict(turn.timings),
+            "usage": {kind: count for kind, count in turn.usage.counts.items()},
+            "upstream_calls": turn.usage.calls,
+        }
+        try:
+            await self.traces.put(turn.trace_id, trace)
+        except Exception:  # a lost trace must not fail the request
+            log.warning("could not store trace %s", turn.trace_id, exc_info=True)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run bookkeeping to its end even when the request was cancelled."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def drain(self) -> None:
+        """Wait for the bookkeeping still running (at shutdown)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+    async def _within(self, work: Coroutine[Any, Any, Reply], turn: Turn) -> Reply:
+        try:
+            async with asyncio.timeout(self._remaining(turn)):
+                return await work
+        except TimeoutError:
+            raise UpstreamTimeout(
+                "the request exceeded its time limit (timeouts.request)"
+            ) from None
+
+    def _remaining(self, turn: Turn) -> float:
+        return max(0.0, self._request_timeout - turn.context.elapsed())
+
+
+def conversation_text(messages: list[JsonValue]) -> str:
+    """The conversation as the planner reads it: recent turns, ``role: text`` lines."""
+    lines = []
+    for message in _dicts(messages)[-PLAN_TURNS:]:
+        role = message.get("role")
+        if role in ("user", "assistant") and (text := message_text(message)):
+            lines.append(f"{role}: {text}")
+    return "\n".join(lines)[-PLAN_CHARS:]
+
+
+def _dicts(messages: list[JsonValue]) -> list[Mapping[str, JsonValue]]:
+    return [m for m in messages if isinstance(m, dict)]
+
+
+def _client_scope(key: str | None) -> str:
+    return hashlib.sha256((key or "").encode()).hexdigest()[:32]
+
+
+def _silent(text: str) -> None:
+    pass
+
+
+def _completion_payload(content: bytes) -> dict[str, Any]:
+    try:
+        payload = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        payload = None
+    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
+        raise UpstreamError("the upstream's answer was not a chat completion")
+    return payload
+
+
+def _message_content(payload: dict[str, Any]) -> str:
+    try:
+        content = payload["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    return content if isinstance(content, str) else ""
+
+
+def _delta_content(chunk: dict[str, Any]) -> str:
+    for choice in chunk.get("choices") or ():
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+            return str(delta["content"])
+    return ""

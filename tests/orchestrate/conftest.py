@@ -1,0 +1,193 @@
+"""Orchestrate mode's fixtures: a fake LLM that answers each of the proxy's prompts
+by what it asks, local HTTP tools on loopback, and the SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from aiohttp import web
+
+from eval.fake_upstream import FakeUpstream, Script
+from tests.conftest import ServerThread
+
+ORCHESTRATE: dict[str, Any] = {"toolgraph": {"mode": "orchestrate"}}
+PROGRESS: dict[str, Any] = {"toolgraph": {"mode": "orchestrate", "progress": True}}
+RESULT = re.compile(r'<result id="([^"]+)">\n(.*?)\n</result>', re.DOTALL)
+
+
+@dataclass
+class Brain:
+    """The upstream model, scripted per prompt: which stage asks, and about what.
+
+    ``arguments`` maps a phrase of a sub-task to the JSON the argument writer gets;
+    ``plan`` is the decomposition (LLM policy), ``tools`` the tool each sub-task's
+    pick names (by a phrase of the sub-task). The answer quotes every result it was
+    shown, so a test can see what reached the answering call.
+    """
+
+    arguments: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] | None = None
+    tools: dict[str, str] = field(default_factory=dict)
+    answer_script: Script | None = None
+    asked: Counter[str] = field(default_factory=Counter)
+    prompts: list[tuple[str, str]] = field(default_factory=list)  # (stage, user message)
+
+    def __call__(self, request: dict[str, Any]) -> Script | None:
+        messages = request.get("messages") or []
+        system = str(messages[0].get("content") or "") if messages else ""
+        user = str(messages[1].get("content") or "") if len(messages) > 1 else ""
+        stage = _stage(system)
+        self.asked[stage] += 1
+        self.prompts.append((stage, user if stage != "answer" else system))
+        if stage == "arguments":
+            task = re.search(r"Sub-task: (.*)", user)
+            text = task.group(1) if task else ""
+            for phrase, arguments in self.arguments.items():
+                if phrase in text:
+                    return _json(arguments)
+            return _json({"missing": ["expression"], "question": "Which expression?"})
+        if stage == "decompose" and self.plan is not None:
+            return _json(self.plan)
+        if stage == "pick":
+            step = re.search(r"Step (\S+): (.*)", user)
+            listed = dict(re.findall(r"^(\d+)\. (\w+)", user, re.MULTILINE))
+            wanted = next(
+                (tool for phrase, tool in self.tools.items() if step and phrase in step.group(2)),
+                None,
+            )
+            number = next((int(n) for n, name in listed.items() if name == wanted), 0)
+            return _json({"choice": number, "reason": "scripted"})
+        if stage == "reflect":
+            return _json({"verdict": "success", "reason": "scripted"})
+        if stage == "answer":
+            if self.answer_script is not None:
+                return self.answer_script
+            results = "; ".join(f"{i}={text}" for i, text in RESULT.findall(system))
+            return Script(text=f"Answer from the results: {results or 'none'}")
+        return None
+
+
+def _stage(system: str) -> str:
+    starts = {
+        "You write the arguments": "arguments",
+        "You answer the user's last message": "answer",
+        "You plan how to answer": "decompose",
+        "You choose the tool for one step": "pick",
+        "You check a plan": "reflect",
+        "You decide which fields": "fields",
+    }
+    return next((stage for start, stage in starts.items() if system.startswith(start)), "other")
+
+
+def _json(value: object) -> Script:
+    return Script(text=json.dumps(value))
+
+
+@pytest.fixture
+def brain(upstream: FakeUpstream) -> Brain:
+    brain = Brain()
+    upstream.responder = brain
+    return brain
+
+
+def sdk(server: ServerThread, timeout: float = 60) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=f"{server.url}/v1", api_key="sk-client", max_retries=0, timeout=timeout
+    )
+
+
+def user(text: str) -> list[Any]:
+    return [{"role": "user", "content": text}]
+
+
+def trace(server: ServerThread, trace_id: str) -> dict[str, Any]:
+    response = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
+    assert response.status_code == 200, response.text
+    found: dict[str, Any] = response.json()
+    return found
+
+
+@dataclass
+class LocalTools:
+    """HTTP tools on loopback: a slow one, a failing one, one that never answers."""
+
+    url: str = ""
+    hits: Counter[str] = field(default_factory=Counter)
+    gone: int = 0  # requests whose client went away before the answer
+
+
+@pytest.fixture
+def local_tools() -> Iterator[LocalTools]:
+    """The tools' server runs in a thread of its own, so that blocking SDK calls in a
+    test do not stop it."""
+    tools = LocalTools()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    runner: list[web.AppRunner] = []
+
+    async def sleep(request: web.Request) -> web.Response:
+        tools.hits["sleep"] += 1
+        seconds = float(request.query.get("seconds", "0"))
+        await asyncio.sleep(seconds)
+        return web.json_response({"slept": seconds, "label": request.query.get("label", "")})
+
+    async def broken(request: web.Request) -> web.Response:
+        tools.hits["broken"] += 1
+        return web.json_response({"error": "the database is down"}, status=500)
+
+    async def hang(request: web.Request) -> web.Response:
+        tools.hits["hang"] += 1
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            tools.gone += 1
+            raise
+        return web.json_response({})
+
+    async def start() -> None:
+        app = web.Application()
+        app.router.add_get("/sleep", sleep)
+        app.router.add_get("/broken", broken)
+        app.router.add_get("/hang", hang)
+        runner.append(web.AppRunner(app, handler_cancellation=True))
+        await runner[0].setup()
+        site = web.TCPSite(runner[0], "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert isinstance(server, asyncio.Server)
+        tools.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        started.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(start(), loop).result(10)
+    assert started.is_set()
+    yield tools
+    asyncio.run_coroutine_threadsafe(runner[0].cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+def stream_parts(stream: Iterator[Any]) -> tuple[str, str, list[Any]]:
+    """(content, reasoning, chunks) of a streamed answer."""
+    content, reasoning, chunks = [], [], []
+    for chunk in stream:
+        chunks.append(chunk)
+        for choice in chunk.choices:
+            extra = choice.delta.model_extra or {}
+            if extra.get("reasoning_content"):
+                reasoning.append(extra["reasoning_content"])
+            if choice.delta.content:
+                content.append(choice.delta.content)
+    return "".join(content), "".join(reasoning), chunks

@@ -1,0 +1,131 @@
+"""Orchestrate mode through the official SDK: the built-in tools really run, in the
+proxy's sandbox, and the answer streams back in OpenAI's shapes."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import httpx
+import pytest
+
+from eval.fake_upstream import FakeUpstream
+from tests.conftest import ServerThread, StartProxy
+from tests.orchestrate.conftest import (
+    ORCHESTRATE,
+    PROGRESS,
+    Brain,
+    sdk,
+    stream_parts,
+    trace,
+    user,
+)
+
+QUESTION = "Evaluate the expression 2*pi*50 numerically."
+
+
+@pytest.fixture
+def proxy(start_proxy: StartProxy) -> ServerThread:
+    return start_proxy(upstream_api_key="sk-upstream-0123456789", planner={"policy": "graph"})
+
+
+def test_a_streamed_answer_is_computed_by_a_tool_the_proxy_ran(
+    proxy: ServerThread, brain: Brain, upstream: FakeUpstream
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    with sdk(proxy).chat.completions.with_streaming_response.create(
+        model="fake-model",
+        messages=user(QUESTION),
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body=PROGRESS,
+    ) as response:
+        trace_id = response.headers["x-toolgraph-trace-id"]
+        content, reasoning, chunks = stream_parts(response.parse())
+    assert "planning…" in reasoning
+    assert "calling evaluate_expression…" in reasoning
+    assert f"{2 * math.pi * 50:.6g}"[:6] in content  # the tool's value reached the answer
+    assert len({chunk.id for chunk in chunks}) == 1  # one id from progress to usage
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-2].choices[0].finish_reason == "stop"
+    # usage adds up every upstream call: the arguments and the answer
+    assert brain.asked["arguments"] == 1
+    assert brain.asked["answer"] == 1
+    recorded = trace(proxy, trace_id)
+    assert recorded["upstream_calls"] == 2
+    assert chunks[-1].usage.total_tokens == recorded["usage"]["total_tokens"]
+    answer_prompt = _prompt_words(upstream.requests[-1].body)
+    assert chunks[-1].usage.prompt_tokens > answer_prompt  # more than the answer call alone
+    (call,) = recorded["calls"]
+    assert call["tool"] == "evaluate_expression"
+    assert call["outcome"] == "ok"
+    assert call["arguments"] == {"expression": "2*pi*50"}
+    assert call["output"]["value"] == pytest.approx(2 * math.pi * 50)
+    assert recorded["plan"]["choices"] == {"s1": "evaluate_expression"}
+    assert recorded["answer"] == {"kind": "answer"}
+    assert set(recorded["timings"]) >= {"catalog", "plan", "execute", "answer", "total"}
+
+
+def test_progress_is_off_unless_asked_and_non_stream_gets_the_same_answer(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    client = sdk(proxy)
+    stream = client.chat.completions.create(
+        model="fake-model", messages=user(QUESTION), stream=True, extra_body=ORCHESTRATE
+    )
+    content, reasoning, chunks = stream_parts(stream)
+    assert reasoning == ""
+    assert all(chunk.usage is None for chunk in chunks)  # not asked for
+    raw = client.chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content == content
+    assert completion.usage is not None
+    assert completion.usage.total_tokens > 0
+    assert raw.headers["x-toolgraph-trace-id"] != ""
+
+
+def test_the_mode_header_and_the_configured_default_choose_orchestrate(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    server = start_proxy(default_mode="orchestrate", planner={"policy": "graph"})
+    client = sdk(server)
+    completion = client.chat.completions.create(model="fake-model", messages=user(QUESTION))
+    assert "314.159" in (completion.choices[0].message.content or "")
+    # a request with its own tools is the client's to run: passed through untouched
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    before = brain.asked["arguments"]
+    client.chat.completions.create(model="fake-model", messages=user(QUESTION), tools=tools)  # type: ignore[arg-type]
+    assert brain.asked["arguments"] == before
+
+
+def test_asking_for_orchestrate_with_own_tools_is_a_clear_400(proxy: ServerThread) -> None:
+    response = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={
+            "model": "fake-model",
+            "messages": user(QUESTION),
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            **ORCHESTRATE,
+        },
+        timeout=30,
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "tools"
+    assert error["code"] == "tools_not_allowed"
+
+
+def test_an_unknown_trace_is_a_404_naming_it(proxy: ServerThread) -> None:
+    response = httpx.get(f"{proxy.url}/v1/toolgraph/traces/{'0' * 32}", timeout=10)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "trace_not_found"
+
+
+def _prompt_words(body: dict[str, Any]) -> int:
+    """The fake upstream's prompt token count: words of every message."""
+    return sum(len(str(m.get("content") or "").split()) for m in body["messages"])
