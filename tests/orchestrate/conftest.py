@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import threading
 from collections import Counter
@@ -191,3 +192,59 @@ def stream_parts(stream: Iterator[Any]) -> tuple[str, str, list[Any]]:
             if choice.delta.content:
                 content.append(choice.delta.content)
     return "".join(content), "".join(reasoning), chunks
+
+
+ADMIN = "tg-admin-key-0123456789"
+
+
+def http_tool(name: str, description: str, url: str) -> dict[str, Any]:
+    """An OpenAI function spec served over HTTP GET at ``url`` (query parameters)."""
+    return {
+        "name": name,
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "label": {"type": "string", "description": "What to look up."},
+                "seconds": {"type": "number", "description": "How long the lookup takes."},
+            },
+            "required": ["label"],
+        },
+        "x-endpoint": {"method": "GET", "url": url},
+    }
+
+
+def register(server: ServerThread, specs: list[dict[str, Any]]) -> None:
+    """Add tools through the registry API (each one test-called before it is stored)."""
+    response = httpx.post(
+        f"{server.url}/v1/toolgraph/tools",
+        json={"openai": specs},
+        headers={"authorization": f"Bearer {ADMIN}"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+
+
+def plan_of(*steps: tuple[str, list[str]]) -> dict[str, Any]:
+    """A decomposition: (sub-task text, needs) per step, ids s1, s2, …, any category."""
+    return {
+        "subtasks": [
+            {"id": f"s{i}", "text": text, "needs": needs}
+            for i, (text, needs) in enumerate(steps, 1)
+        ]
+    }
+
+
+def seed_catalog(specs: list[dict[str, Any]]) -> None:
+    """Write tools straight into the data dir's graph store, as `toolgraph graph import`
+    does: no test call, so the egress policy meets them only when they run."""
+    from pathlib import Path
+
+    from graph_store.ingest.openai_spec import parse_openai
+    from graph_store.memory import InProcessStore
+
+    parsed = parse_openai(Path("seeded.json"), {"tools": specs})
+    assert not parsed.errors, parsed.errors
+    store = InProcessStore.open(Path(os.environ["TOOLGRAPH_DATA_DIR"]) / "graph")
+    store.upsert_tools(parsed.tools)
+    store.close()

@@ -1,0 +1,181 @@
+"""Orchestrate mode's request-level behaviour: questions back to the user, hostile
+arguments, Idempotency-Key replays, follow-ups that reuse earlier results, and the
+same records in Redis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from eval.fake_upstream import FakeUpstream
+from tests.conftest import ServerThread, StartProxy
+from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
+
+QUESTION = "Evaluate the expression 2*pi*50 numerically."
+
+
+@pytest.fixture
+def proxy(start_proxy: StartProxy) -> ServerThread:
+    return start_proxy(planner={"policy": "graph"})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_missing_required_value_comes_back_as_a_question(
+    proxy: ServerThread, brain: Brain, stream: bool
+) -> None:
+    brain.arguments["2*pi"] = {
+        "missing": ["expression"],
+        "question": "Which formula should I evaluate?",
+    }
+    client = sdk(proxy)
+    if stream:
+        content, _, chunks = stream_parts(
+            client.chat.completions.create(
+                model="fake-model", messages=user(QUESTION), stream=True, extra_body=ORCHESTRATE
+            )
+        )
+        assert chunks[-1].choices[0].finish_reason == "stop"
+    else:
+        completion = client.chat.completions.create(
+            model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+        )
+        content = completion.choices[0].message.content or ""
+        assert completion.choices[0].finish_reason == "stop"
+    assert content == "Which formula should I evaluate?"
+    assert brain.asked["answer"] == 0  # no guess: the question is the answer
+
+
+@pytest.mark.parametrize(
+    ("expression", "refusal"),
+    [
+        ("__import__('os').system('touch /tmp/toolgraph-pwned')", "not an allowed function"),
+        ("().__class__.__bases__[0].__subclasses__()", "not an allowed function"),
+        ("9**9**9**9", "exponents are limited"),
+    ],
+)
+def test_a_hostile_expression_is_refused_and_the_proxy_answers_on(
+    proxy: ServerThread, brain: Brain, expression: str, refusal: str
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": expression}
+    client = sdk(proxy)
+    raw = client.chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["outcome"] == "failed"
+    assert refusal in call["error"]
+    assert not Path("/tmp/toolgraph-pwned").exists()
+    assert "s1 (evaluate_expression): failed" in brain.prompts[-1][1]
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}  # and the next request works
+    completion = client.chat.completions.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    assert "314.159" in (completion.choices[0].message.content or "")
+
+
+def test_a_replayed_idempotency_key_returns_the_first_answer_without_running_tools(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    client = sdk(proxy)
+    key = {"Idempotency-Key": "order-7f3a"}
+    first = client.chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
+    )
+    asked = sum(brain.asked.values())
+    again = client.chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
+    )
+    assert sum(brain.asked.values()) == asked  # nothing planned, run or answered again
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.parse().model_dump() == first.parse().model_dump()
+    assert again.headers["x-toolgraph-trace-id"] == first.headers["x-toolgraph-trace-id"]
+    with pytest.raises(openai.ConflictError) as raised:
+        client.chat.completions.create(
+            model="fake-model",
+            messages=user("Evaluate 3*pi."),
+            extra_body=ORCHESTRATE,
+            extra_headers=key,
+        )
+    assert raised.value.code == "idempotency_key_reused"
+    assert raised.value.response.headers["x-should-retry"] == "false"
+
+
+def test_a_replayed_stream_gets_the_same_events(proxy: ServerThread, brain: Brain) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    body = {"model": "fake-model", "messages": user(QUESTION), "stream": True, **ORCHESTRATE}
+    headers = {"idempotency-key": "stream-1"}
+    url = f"{proxy.url}/v1/chat/completions"
+    first = httpx.post(url, json=body, headers=headers, timeout=30)
+    asked = sum(brain.asked.values())
+    again = httpx.post(url, json=body, headers=headers, timeout=30)
+    assert sum(brain.asked.values()) == asked
+    assert again.headers["content-type"].startswith("text/event-stream")
+    events = [e for e in first.text.split("\n\n") if e and not e.startswith(":")]
+    assert again.text.split("\n\n")[: len(events)] == events
+    assert events[-1] == "data: [DONE]"
+
+
+def test_a_bad_idempotency_key_is_a_400(proxy: ServerThread) -> None:
+    response = httpx.post(
+        f"{proxy.url}/v1/chat/completions",
+        json={"model": "fake-model", "messages": user(QUESTION), **ORCHESTRATE},
+        headers={"idempotency-key": "x" * 300},
+        timeout=30,
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_idempotency_key"
+
+
+def test_a_follow_up_reuses_the_earlier_turns_results(proxy: ServerThread, brain: Brain) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    client = sdk(proxy)
+    first = client.chat.completions.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    answer = first.choices[0].message.content or ""
+    follow_up = [
+        *user(QUESTION),
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "Evaluate the expression 2*pi*50 again, to be sure."},
+    ]
+    raw = client.chat.completions.with_raw_response.create(
+        model="fake-model", messages=follow_up, extra_body=ORCHESTRATE
+    )
+    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["reused"] is True  # same tool, same arguments: answered from turn one
+    assert call["outcome"] == "ok"
+    arguments_prompt = [text for stage, text in brain.prompts if stage == "arguments"][-1]
+    assert '<result id="earlier-1">' in arguments_prompt
+    assert "Results from earlier in this conversation" in brain.prompts[-1][1]
+    # another conversation with the same last message finds nothing to reuse
+    other = [*user("hello"), {"role": "assistant", "content": answer}, follow_up[-1]]
+    raw = client.chat.completions.with_raw_response.create(
+        model="fake-model", messages=other, extra_body=ORCHESTRATE
+    )
+    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["reused"] is False
+
+
+def test_traces_replays_and_results_live_in_redis(
+    start_proxy: StartProxy, redis_server: str, brain: Brain, upstream: FakeUpstream
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    key = {"Idempotency-Key": "redis-1"}
+    first = start_proxy(planner={"policy": "graph"}, redis_url=redis_server)
+    raw = sdk(first).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
+    )
+    trace_id = raw.headers["x-toolgraph-trace-id"]
+    # a second replica sharing the Redis sees the trace and replays the answer
+    second = start_proxy(planner={"policy": "graph"}, redis_url=redis_server)
+    assert trace(second, trace_id)["calls"][0]["outcome"] == "ok"
+    asked = sum(brain.asked.values())
+    again = sdk(second).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
+    )
+    assert again.headers["idempotent-replayed"] == "true"
+    assert sum(brain.asked.values()) == asked

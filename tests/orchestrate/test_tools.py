@@ -1,0 +1,233 @@
+"""Orchestrate mode with HTTP tools on loopback, registered through the registry API:
+a DAG with independent branches, a failing tool, a hanging one, a client that leaves."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import ServerThread, StartProxy
+from tests.orchestrate.conftest import (
+    ADMIN,
+    ORCHESTRATE,
+    PROGRESS,
+    Brain,
+    LocalTools,
+    http_tool,
+    plan_of,
+    register,
+    sdk,
+    seed_catalog,
+    stream_parts,
+    trace,
+    user,
+)
+
+REQUEST = "How long are the queues at the Oslo and Bergen offices, and what is their sum?"
+
+
+def serve(start_proxy: StartProxy, local_tools: LocalTools, **executor: object) -> ServerThread:
+    """A proxy whose catalog has the local tools: the two that work registered through
+    the API (which test-calls them), the broken and the hanging one imported (the
+    registry's test call would refuse them)."""
+    base = local_tools.url
+    seed_catalog(
+        [
+            http_tool("inventory_db", "Stock levels from the inventory database", f"{base}/broken"),
+            http_tool("legacy_mainframe", "Records from the legacy mainframe", f"{base}/hang"),
+        ]
+    )
+    server = start_proxy(
+        admin_key=ADMIN,
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        executor={"allow_private_networks": True, "retries": 0, **executor},
+    )
+    register(
+        server,
+        [
+            http_tool("oslo_queue", "Queue length at the Oslo office", f"{base}/sleep"),
+            http_tool("bergen_queue", "Queue length at the Bergen office", f"{base}/sleep"),
+        ],
+    )
+    return server
+
+
+def test_independent_branches_run_in_parallel_and_their_join_after_both(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools)
+    brain.plan = plan_of(
+        ("Get the queue length at the Oslo office", []),
+        ("Get the queue length at the Bergen office", []),
+        ("Add the two queue lengths", ["s1", "s2"]),
+    )
+    brain.tools = {"Oslo": "oslo_queue", "Bergen": "bergen_queue", "Add": "evaluate_expression"}
+    brain.arguments = {
+        "Oslo": {"label": "oslo", "seconds": 0.6},
+        "Bergen": {"label": "bergen", "seconds": 0.6},
+        "Add": {"expression": "12 + 30"},
+    }
+    with sdk(server).chat.completions.with_streaming_response.create(
+        model="fake-model", messages=user(REQUEST), stream=True, extra_body=PROGRESS
+    ) as response:
+        content, reasoning, _ = stream_parts(response.parse())
+        trace_id = response.headers["x-toolgraph-trace-id"]
+    calls = {call["node"]: call for call in trace(server, trace_id)["calls"]}
+    assert [calls[n]["tool"] for n in ("s1", "s2", "s3")] == [
+        "oslo_queue",
+        "bergen_queue",
+        "evaluate_expression",
+    ]
+    assert all(call["outcome"] == "ok" for call in calls.values())
+    oslo, bergen, add = calls["s1"], calls["s2"], calls["s3"]
+    # both lookups were in flight at once: each started before the other finished
+    assert oslo["started"] < bergen["finished"]
+    assert bergen["started"] < oslo["finished"]
+    # the join waited for both, and the whole took about one lookup, not two
+    assert add["started"] >= max(oslo["finished"], bergen["finished"])
+    assert max(oslo["finished"], bergen["finished"]) < 1150  # ms; one by one is 1,200+
+    assert calls["s3"]["output"]["value"] == 42
+    assert "s3=" in content
+    assert "42" in content
+    assert local_tools.hits["sleep"] >= 2
+    assert "calling oslo_queue, bergen_queue, evaluate_expression…" in reasoning
+
+
+def test_a_failing_tool_fails_only_what_depends_on_it_and_the_answer_says_so(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools)
+    brain.plan = plan_of(
+        ("Get the queue length at the Oslo office", []),
+        ("Get the stock levels from the inventory database", []),
+        ("Divide the stock by the queue length", ["s1", "s2"]),
+    )
+    brain.tools = {
+        "Oslo": "oslo_queue",
+        "inventory": "inventory_db",
+        "Divide": "evaluate_expression",
+    }
+    brain.arguments = {
+        "Oslo": {"label": "oslo"},
+        "inventory": {"label": "all"},
+        "Divide": {"expression": "1/2"},
+    }
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(REQUEST), extra_body=ORCHESTRATE
+    )
+    assert raw.status_code == 200
+    calls = {c["node"]: c for c in trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]}
+    assert calls["s1"]["outcome"] == "ok"
+    assert calls["s2"]["outcome"] == "failed"
+    assert "500" in calls["s2"]["error"]
+    assert calls["s3"]["outcome"] == "skipped"
+    assert "needs s2" in calls["s3"]["error"]
+    answer_prompt = brain.prompts[-1][1]
+    assert "Could not be done:" in answer_prompt
+    assert "s2 (inventory_db): failed" in answer_prompt
+    assert '<result id="s1">' in answer_prompt  # what did work still reaches the answer
+
+
+def test_a_tool_that_hangs_times_out_and_is_abandoned(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools, call_timeout=1.0)
+    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
+    brain.tools = {"mainframe": "legacy_mainframe"}
+    brain.arguments = {"mainframe": {"label": "records"}}
+    started = time.monotonic()
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Fetch my records."), extra_body=ORCHESTRATE
+    )
+    took = time.monotonic() - started
+    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["outcome"] == "timeout"
+    assert took < 10
+    assert "s1 (legacy_mainframe): timeout" in brain.prompts[-1][1]
+    _wait_for(lambda: local_tools.gone == 1)  # the proxy hung up on the tool
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_the_running_tools(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools, call_timeout=60.0)
+    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
+    brain.tools = {"mainframe": "legacy_mainframe"}
+    brain.arguments = {"mainframe": {"label": "records"}}
+    with sdk(server).chat.completions.with_streaming_response.create(
+        model="fake-model", messages=user("Fetch my records."), stream=True, extra_body=PROGRESS
+    ) as response:
+        trace_id = response.headers["x-toolgraph-trace-id"]
+        for chunk in response.parse():
+            extra = chunk.choices[0].delta.model_extra or {}
+            if "calling" in str(extra.get("reasoning_content")):
+                break
+    _wait_for(lambda: local_tools.hits["hang"] == 1)
+    _wait_for(lambda: local_tools.gone == 1)  # the tool call was cancelled, not left running
+    recorded = _wait_for_trace(server, trace_id)
+    assert recorded["answer"] == {"kind": "cancelled"}
+    assert brain.asked["answer"] == 0
+
+
+def test_calls_to_loopback_and_metadata_addresses_are_refused(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = start_proxy(admin_key=ADMIN, planner={"policy": "llm", "top_k": 10, "memory_k": 0})
+    internal = http_tool("internal_status", "The internal status page", f"{local_tools.url}/sleep")
+    response = httpx.post(
+        f"{server.url}/v1/toolgraph/tools",
+        json={"openai": [internal]},
+        headers={"authorization": f"Bearer {ADMIN}"},
+        timeout=30,
+    )
+    assert response.status_code == 422  # the registry's test call is refused
+    assert "non-public address" in response.json()["error"]["message"]
+    assert local_tools.hits["sleep"] == 0
+
+
+@pytest.mark.parametrize(
+    ("url", "refusal"),
+    [
+        ("http://127.0.0.1:{port}/sleep", "non-public address (127.0.0.1)"),
+        ("http://169.254.169.254/latest/meta-data/iam/", "non-public address (169.254.169.254)"),
+        ("http://[::ffff:127.0.0.1]:{port}/sleep", "non-public address"),
+    ],
+)
+def test_a_catalog_tool_aimed_at_internal_addresses_is_refused_at_call_time(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain, url: str, refusal: str
+) -> None:
+    port = local_tools.url.rsplit(":", 1)[1]
+    seed_catalog([http_tool("internal_status", "The internal status page", url.format(port=port))])
+    server = start_proxy(planner={"policy": "llm", "top_k": 10, "memory_k": 0})
+    brain.plan = plan_of(("Read the internal status page", []))
+    brain.tools = {"status": "internal_status"}
+    brain.arguments = {"status": {"label": "all"}}
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("What does the status page say?"), extra_body=ORCHESTRATE
+    )
+    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["tool"] == "internal_status"
+    assert call["outcome"] == "failed"
+    assert refusal in call["error"]
+    assert local_tools.hits["sleep"] == 0
+
+
+def _wait_for(condition: object, seconds: float = 10) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def _wait_for_trace(server: ServerThread, trace_id: str) -> dict[str, object]:
+    deadline = time.monotonic() + 10
+    while True:
+        response = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
+        if response.status_code == 200:
+            found: dict[str, object] = response.json()
+            return found
+        assert time.monotonic() < deadline, response.text
+        time.sleep(0.05)
