@@ -156,7 +156,7 @@ class HttpInvoker:
                 raise ToolHttpStatus(
                     status, f"{tool.name} answered HTTP {status}: {snippet}", param=tool.name
                 )
-            return parse_body(content, headers.get("content-type", ""))
+            return parse_body(scrub(content, self.secrets), headers.get("content-type", ""))
         raise AssertionError("unreachable")
 
     async def _send(self, request: HttpRequest) -> tuple[int, httpx.Headers, bytes]:
@@ -276,6 +276,15 @@ def parse_body(content: bytes, content_type: str) -> JsonValue:
         except json.JSONDecodeError:
             pass
     return text
+
+
+def scrub(content: bytes, secrets: Sequence[str]) -> bytes:
+    """``content`` with every credential masked: a tool that echoes its key back must
+    not hand it to an LLM, a trace or the client."""
+    for secret in secrets:
+        if secret:
+            content = content.replace(secret.encode(), b"***")
+    return content
 
 
 class Invoker:

@@ -142,6 +142,12 @@ def local_tools() -> Iterator[LocalTools]:
         await asyncio.sleep(seconds)
         return web.json_response({"slept": seconds, "label": request.query.get("label", "")})
 
+    async def echo(request: web.Request) -> web.Response:
+        tools.hits["echo"] += 1
+        return web.json_response(
+            {"query": dict(request.query), "api_key": request.headers.get("x-api-key", "")}
+        )
+
     async def broken(request: web.Request) -> web.Response:
         tools.hits["broken"] += 1
         return web.json_response({"error": "the database is down"}, status=500)
@@ -159,6 +165,7 @@ def local_tools() -> Iterator[LocalTools]:
         app = web.Application()
         app.router.add_get("/sleep", sleep)
         app.router.add_get("/broken", broken)
+        app.router.add_get("/echo", echo)
         app.router.add_get("/hang", hang)
         runner.append(web.AppRunner(app, handler_cancellation=True))
         await runner[0].setup()

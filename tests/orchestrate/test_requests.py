@@ -9,8 +9,9 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from eval.fake_upstream import FakeUpstream
+from eval.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
 
@@ -179,3 +180,74 @@ def test_traces_replays_and_results_live_in_redis(
     )
     assert again.headers["idempotent-replayed"] == "true"
     assert sum(brain.asked.values()) == asked
+
+
+def test_an_answer_that_fails_after_tools_ran_is_not_retried_nor_run_twice(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    brain.answer_script = Script(status=503)
+    client = sdk(proxy)
+    key = {"Idempotency-Key": "fails-after-tools"}
+    with pytest.raises(openai.InternalServerError) as raised:
+        client.chat.completions.create(
+            model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
+        )
+    headers = raised.value.response.headers
+    assert headers["x-should-retry"] == "false"
+    recorded = trace(proxy, headers["x-toolgraph-trace-id"])
+    assert recorded["calls"][0]["outcome"] == "ok"
+    assert recorded["answer"]["kind"] == "error"
+    # the SDK's own retries are on by default: with the key, a retry replays the error
+    asked = brain.asked["arguments"]
+    retrying = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=2)
+    with pytest.raises(openai.InternalServerError) as again:
+        retrying.chat.completions.create(
+            model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
+        )
+    assert again.value.response.headers["idempotent-replayed"] == "true"
+    assert brain.asked["arguments"] == asked
+
+
+def test_a_failure_before_any_tool_ran_may_be_retried(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    server = start_proxy(planner={"policy": "llm"})
+    brain.plan = {"no_tools": True}
+    brain.answer_script = Script(status=503)
+    with pytest.raises(openai.InternalServerError) as raised:
+        sdk(server).chat.completions.create(
+            model="fake-model", messages=user("Hi there!"), extra_body=ORCHESTRATE
+        )
+    assert "x-should-retry" not in raised.value.response.headers
+    recorded = trace(server, raised.value.response.headers["x-toolgraph-trace-id"])
+    assert recorded["plan"]["no_tools"] is True
+    assert recorded["calls"] == []
+
+
+def test_metrics_count_stages_tool_calls_selection_and_tokens(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    sdk(proxy).chat.completions.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(
+            httpx.get(f"{proxy.url}/metrics", timeout=10).text
+        )
+        for sample in family.samples
+    }
+
+    def value(name: str, **labels: str) -> float:
+        return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    tool = {"tool": "evaluate_expression", "outcome": "ok"}
+    assert value("toolgraph_tool_calls_total", **tool) >= 1
+    for stage in ("catalog", "plan", "execute", "answer"):
+        assert value("toolgraph_stage_duration_seconds_count", stage=stage) >= 1
+    assert value("toolgraph_selected_tools_total", mode="orchestrate", kind="injected") >= 1
+    assert value("toolgraph_selected_tools_total", mode="orchestrate", kind="offered") >= 1
+    assert value("toolgraph_upstream_tokens_total", model="fake-model", kind="prompt") > 0
+    assert value("toolgraph_tool_response_bytes_total", stage="raw") > 0

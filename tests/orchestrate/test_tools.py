@@ -214,6 +214,86 @@ def test_a_catalog_tool_aimed_at_internal_addresses_is_refused_at_call_time(
     assert local_tools.hits["sleep"] == 0
 
 
+def test_the_stream_stays_alive_while_tools_run(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools)
+    server_keepalive = start_proxy(
+        admin_key=ADMIN,
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        executor={"allow_private_networks": True, "retries": 0},
+        orchestrate={"keepalive": 0.2},
+    )
+    del server  # its catalog (in the same data dir) is what the second one loads
+    brain.plan = plan_of(("Get the queue length at the Oslo office", []))
+    brain.tools = {"Oslo": "oslo_queue"}
+    brain.arguments = {"Oslo": {"label": "oslo", "seconds": 1.0}}
+    body = {"model": "fake-model", "messages": user("Oslo queue?"), "stream": True, **ORCHESTRATE}
+    with httpx.stream(
+        "POST", f"{server_keepalive.url}/v1/chat/completions", json=body, timeout=30
+    ) as response:
+        text = "".join(response.iter_text())
+    keepalives = text.count(": keep-alive\n\n")
+    assert keepalives >= 3  # one per 0.2 s of a 1 s tool call, before any data
+    assert text.index(": keep-alive") < text.index("data: ")
+    assert text.rstrip().endswith("data: [DONE]")
+
+
+def test_a_tool_registered_after_the_catalog_loaded_is_planned_with(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools)
+    brain.arguments = {"2*pi*50": {"expression": "2*pi*50"}}
+    brain.plan = plan_of(("Evaluate 2*pi*50", []))
+    brain.tools = {"Evaluate": "evaluate_expression"}
+    sdk(server).chat.completions.create(  # loads the catalog
+        model="fake-model", messages=user("Evaluate 2*pi*50."), extra_body=ORCHESTRATE
+    )
+    register(
+        server,
+        [http_tool("tromso_queue", "Queue at the Tromso office", f"{local_tools.url}/sleep")],
+    )
+    brain.plan = plan_of(("Get the queue at the Tromso office", []))
+    brain.tools = {"Tromso": "tromso_queue"}
+    brain.arguments = {"Tromso": {"label": "tromso"}}
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Tromso queue?"), extra_body=ORCHESTRATE
+    )
+    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["tool"] == "tromso_queue"
+    assert call["outcome"] == "ok"
+
+
+def test_tool_credentials_reach_the_tool_but_never_the_trace_or_an_llm(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "tool-secret-9f8e7d6c5b4a"
+    monkeypatch.setenv("ECHO_TOOL_KEY", secret)
+    seed_catalog([http_tool("echo_status", "The status echo service", f"{local_tools.url}/echo")])
+    server = start_proxy(
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        executor={
+            "allow_private_networks": True,
+            "credentials": [{"host": "127.0.0.1", "env": "ECHO_TOOL_KEY", "header": "x-api-key"}],
+        },
+    )
+    brain.plan = plan_of(("Read the status echo", []))
+    brain.tools = {"status": "echo_status"}
+    brain.arguments = {"status": {"label": "all"}}
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Status?"), extra_body=ORCHESTRATE
+    )
+    assert local_tools.hits["echo"] == 1
+    recorded = httpx.get(
+        f"{server.url}/v1/toolgraph/traces/{raw.headers['x-toolgraph-trace-id']}", timeout=10
+    ).text
+    assert '"outcome":"ok"' in recorded
+    assert secret not in recorded  # the tool echoed it; the trace masks it
+    assert "***" in recorded
+    assert all(secret not in text for _, text in brain.prompts)  # nor did any LLM see it
+    assert secret not in raw.text
+
+
 def _wait_for(condition: object, seconds: float = 10) -> None:
     assert callable(condition)
     deadline = time.monotonic() + seconds
