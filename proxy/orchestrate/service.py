@@ -237,7 +237,7 @@ class Orchestrator:
         )
         writer = ChunkWriter(turn.completion_id, turn.created, turn.request.model, include_usage)
         sent: list[bytes] = []  # every event but keep-alives, for a replay
-        answered = False
+        ended = False  # the stream went out whole: an answer, a question or an error event
         first = True
         try:
             async for event in self._events(turn, writer):
@@ -249,10 +249,12 @@ class Orchestrator:
                 if event is not KEEPALIVE:
                     sent.append(event)
                 yield event
-            answered = turn.answered()
+            ended = True
         finally:
             if claim is not None:
-                if answered or (turn.tools_ran and sent):
+                # A replay gets what the first client got, when it got all of it; a
+                # stream its client cut short leaves nothing to replay.
+                if ended and (turn.answered() or turn.tools_ran):
                     self._spawn(self.keys.finish(claim, Stored(200, turn.headers, events=sent)))
                 else:
                     self._spawn(self.keys.release(claim))
