@@ -353,7 +353,8 @@ class Orchestrator:
             executed = await self._execute(turn, catalog, tool_plan, model, earlier, say)
             if questions := executed.run.questions():
                 return Prepared(earlier, executed, question="\n".join(questions))
-            await self._remember_path(catalog, plan, executed)
+            # off the request's path: embedding the sub-tasks and writing Qdrant
+            self._spawn(self._remember_path(catalog, plan, executed))
         say("answering…")
         messages = answer_messages(turn.messages, executed, earlier)
         return Prepared(earlier, executed, body=answer_body(turn.body, turn.target.model, messages))
@@ -392,8 +393,13 @@ class Orchestrator:
         memory = catalog.memory
         if memory is None or not executed.run.ok or not plan.subtasks:
             return
-        vectors = await asyncio.to_thread(embed_subtasks, catalog.planner.encoder, plan.subtasks)
-        await asyncio.to_thread(memory.remember, plan, executed.run, vectors)
+        try:
+            vectors = await asyncio.to_thread(
+                embed_subtasks, catalog.planner.encoder, plan.subtasks
+            )
+            await asyncio.to_thread(memory.remember, plan, executed.run, vectors)
+        except Exception:  # memory is a help to later plans, never a failure of this one
+            log.warning("could not remember the plan's path", exc_info=True)
 
     def _count_tools(self, plan: Plan, tool_plan: ToolPlan) -> None:
         offered = {c.tool for d in plan.decisions for c in d.candidates}

