@@ -30,6 +30,14 @@ PROMPT = (Path(__file__).parent / "prompts" / "write_arguments.md").read_text(en
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
+class NoValidArguments(ToolInputRejected):
+    """The model gave up or kept failing; ``attempts``: its replies read before that."""
+
+    def __init__(self, message: str, *, param: str, attempts: int) -> None:
+        super().__init__(message, param=param)
+        self.attempts = attempts
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
     arguments: dict[str, JsonValue]
@@ -63,8 +71,10 @@ class ArgumentWriter:
             try:
                 reply = await model.reply(messages, max_tokens=self.max_tokens, json=True)
             except UpstreamError as exc:
-                raise ToolInputRejected(
-                    f"{tool.name}: no arguments, the model failed: {exc.message}", param=tool.name
+                raise NoValidArguments(
+                    f"{tool.name}: no arguments, the model failed: {exc.message}",
+                    param=tool.name,
+                    attempts=attempt - 1,
                 ) from None
             parsed = parse_object(reply.text)
             if parsed is not None and "missing" in parsed:
@@ -81,10 +91,11 @@ class ArgumentWriter:
                 {"role": "assistant", "content": reply.text},
                 {"role": "user", "content": _feedback(problems)},
             ]
-        raise ToolInputRejected(
+        raise NoValidArguments(
             f"{tool.name}: no valid arguments after {self.max_attempts} attempts: "
             + "; ".join(problems),
             param=tool.name,
+            attempts=self.max_attempts,
         )
 
     def _messages(

@@ -18,7 +18,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy.errors import ToolError
-from proxy.execute.arguments import ArgumentWriter
+from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
 from proxy.execute.llm import ChatModel
@@ -69,7 +69,11 @@ class CatalogRunner:
             inputs.update(
                 {dep: await self._compressed(dep, output) for dep, output in context.items()}
             )
-            written = await self._writer.write(tool, node.task, arguments, inputs, self._model)
+            try:
+                written = await self._writer.write(tool, node.task, arguments, inputs, self._model)
+            except NoValidArguments as exc:
+                self.attempts[node.id] = exc.attempts
+                raise
             self.attempts[node.id] = written.attempts
             arguments.clear()
             arguments.update(written.arguments)

@@ -474,12 +474,14 @@ class Orchestrator:
 
 def conversation_text(messages: list[JsonValue]) -> str:
     """The conversation as the planner reads it: recent turns, ``role: text`` lines."""
-    lines = []
-    for message in _dicts(messages)[-PLAN_TURNS:]:
-        role = message.get("role")
-        if role in ("user", "assistant") and (text := message_text(message)):
-            lines.append(f"{role}: {text}")
-    return "\n".join(lines)[-PLAN_CHARS:]
+    turns = [
+        (str(message.get("role")), text)
+        for message in _dicts(messages)[-PLAN_TURNS:]
+        if message.get("role") in ("user", "assistant") and (text := message_text(message))
+    ]
+    if len(turns) == 1:  # a single request needs no speaker
+        return turns[0][1][-PLAN_CHARS:]
+    return "\n".join(f"{role}: {text}" for role, text in turns)[-PLAN_CHARS:]
 
 
 def _dicts(messages: list[JsonValue]) -> list[Mapping[str, JsonValue]]:

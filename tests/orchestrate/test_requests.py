@@ -251,3 +251,18 @@ def test_metrics_count_stages_tool_calls_selection_and_tokens(
     assert value("toolgraph_selected_tools_total", mode="orchestrate", kind="offered") >= 1
     assert value("toolgraph_upstream_tokens_total", model="fake-model", kind="prompt") > 0
     assert value("toolgraph_tool_response_bytes_total", stage="raw") > 0
+
+
+def test_arguments_that_never_validate_give_up_after_the_bounded_retries(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": 2, "precision": "high"}  # wrong type, unknown
+    raw = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["outcome"] == "failed"
+    assert call["attempts"] == 3
+    assert brain.asked["arguments"] == 3
+    assert "no valid arguments after 3 attempts" in call["error"]
+    assert "unknown parameter 'precision'" in call["error"]
