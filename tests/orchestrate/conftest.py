@@ -101,10 +101,26 @@ def brain(upstream: FakeUpstream) -> Brain:
     return brain
 
 
-def sdk(server: ServerThread, timeout: float = 60) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key="sk-client", max_retries=0, timeout=timeout
+_clients: list[openai.OpenAI] = []
+
+
+def sdk(server: ServerThread, timeout: float = 60, max_retries: int = 0) -> openai.OpenAI:
+    """An SDK client for ``server``, closed when the test ends (its pooled sockets too)."""
+    client = openai.OpenAI(
+        base_url=f"{server.url}/v1",
+        api_key="sk-client",
+        max_retries=max_retries,
+        timeout=timeout,
     )
+    _clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
 
 
 def user(text: str) -> list[Any]:

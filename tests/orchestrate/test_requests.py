@@ -200,7 +200,7 @@ def test_an_answer_that_fails_after_tools_ran_is_not_retried_nor_run_twice(
     assert recorded["answer"]["kind"] == "error"
     # the SDK's own retries are on by default: with the key, a retry replays the error
     asked = brain.asked["arguments"]
-    retrying = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=2)
+    retrying = sdk(proxy, max_retries=2)
     with pytest.raises(openai.InternalServerError) as again:
         retrying.chat.completions.create(
             model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE, extra_headers=key
