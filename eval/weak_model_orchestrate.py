@@ -459,6 +459,7 @@ def toolgraph_proxy(upstream: str, key: str, request_timeout: float) -> Iterator
             master_key=key,
             data_dir=data_dir,
             timeouts={"request": request_timeout},
+            orchestrate={"preload": True},  # the catalog's load is not the first request's
         )
         port = free_port()
         config = uvicorn.Config(
@@ -468,7 +469,7 @@ def toolgraph_proxy(upstream: str, key: str, request_timeout: float) -> Iterator
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 300  # the catalog is imported at start-up
+        deadline = time.monotonic() + 300  # the catalog is loaded at start-up
         while not server.started:
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise SystemExit(f"the proxy did not start; see {LOG}")
@@ -502,7 +503,7 @@ def render(report: Mapping[str, Any]) -> Table:
     table.add_row("planner LLM calls", str(figures["plan_llm_calls"]))
     table.add_row("tool calls", str(figures["tool_calls"]))
     table.add_row("  arguments retried (attempts > 1)", str(figures["argument_retries"]))
-    table.add_row("  arguments given up", str(figures["argument_give_ups"]))
+    table.add_row("  arguments given up (no valid arguments)", str(figures["argument_give_ups"]))
     for outcome, count in figures["tool_outcomes"].items():
         table.add_row(f"  outcome: {outcome}", str(count))
     table.add_row("wall time p50 / p90 / max (s)", _seconds(figures))
@@ -520,6 +521,8 @@ def run(args: argparse.Namespace, upstream: str, console: Console) -> dict[str, 
         sender = Sender(proxy_url, key, args.model, args.timeout)
         rows = asyncio.run(send_all(sender, probes, console))
     return {
+        "command": " ".join(["python -m eval.weak_model_orchestrate", *sys.argv[1:]]),
+        "code": code_version(),
         "model": args.model,
         "chat_format": None if args.base_url else args.chat_format,
         "client_timeout_s": args.timeout,
@@ -527,6 +530,18 @@ def run(args: argparse.Namespace, upstream: str, console: Console) -> dict[str, 
         "figures": tally(rows),
         "rows": rows,
     }
+
+
+def code_version() -> str:
+    """The commit the figures were taken at, ``-dirty`` when the tree had changes."""
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=ROOT, capture_output=True, text=True, timeout=10, check=True,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return described.stdout.strip()
 
 
 def main(argv: list[str] | None = None) -> int:
