@@ -35,9 +35,10 @@ _EXPRESSION: JsonValue = {
 SPECS: list[dict[str, JsonValue]] = [
     {
         "name": "evaluate_expression",
-        "description": "Evaluate a math or physics formula numerically, with named "
-        "variables and physical constants; returns the value (or the simplified "
-        "expression when variables are missing).",
+        "description": "Evaluate (calculate) any arithmetic, math or physics formula "
+        "(what is 2 * pi * 50, roots, powers, logs, a wavelength c / f, an energy h * f), "
+        "with named variables and physical constants; returns the number (or the "
+        "simplified expression when variables are missing).",
         "x-category": "math",
         "parameters": {
             "type": "object",
