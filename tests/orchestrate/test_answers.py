@@ -3,13 +3,15 @@ proxy's sandbox, and the answer streams back in OpenAI's shapes."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
-from eval.fake_upstream import FakeUpstream
+from eval.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import (
     ORCHESTRATE,
@@ -129,3 +131,48 @@ def test_an_unknown_trace_is_a_404_naming_it(proxy: ServerThread) -> None:
 def _prompt_words(body: dict[str, Any]) -> int:
     """The fake upstream's prompt token count: words of every message."""
     return sum(len(str(m.get("content") or "").split()) for m in body["messages"])
+
+
+def test_an_answer_stream_that_breaks_ends_in_an_error_event(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    brain.answer_script = Script(text="one two three four five six", drop_after_events=3)
+    with sdk(proxy).chat.completions.with_streaming_response.create(
+        model="fake-model", messages=user(QUESTION), stream=True, extra_body=ORCHESTRATE
+    ) as response:
+        trace_id = response.headers["x-toolgraph-trace-id"]
+        received = []
+        with pytest.raises(openai.APIError):
+            for chunk in response.parse():
+                received.append(chunk.choices[0].delta.content or "")
+    assert "".join(received).startswith("one")
+    assert trace(proxy, trace_id)["answer"]["kind"] == "error"
+
+
+async def test_concurrent_requests_each_get_their_own_results(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    numbers = list(range(11, 23))
+    for n in numbers:
+        brain.arguments[f"{n}*{n}"] = {"expression": f"{n}*{n}"}
+    client = openai.AsyncOpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
+
+    async def ask(n: int) -> str:
+        stream = await client.chat.completions.create(
+            model="fake-model",
+            messages=user(f"Evaluate the expression {n}*{n} numerically."),
+            stream=True,
+            extra_body=ORCHESTRATE,
+        )
+        parts = [c.choices[0].delta.content or "" async for c in stream if c.choices]
+        return "".join(parts)
+
+    try:
+        answers = await asyncio.gather(*(ask(n) for n in numbers))
+    finally:
+        await client.close()
+    for n, answer in zip(numbers, answers, strict=True):
+        assert f's1={{"value":{n * n}' in answer.replace(" ", "") or str(n * n) in answer
+        others = [str(m * m) for m in numbers if m != n]
+        assert not any(other in answer for other in others)
