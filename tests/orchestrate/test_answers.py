@@ -142,10 +142,14 @@ def test_an_answer_stream_that_breaks_ends_in_an_error_event(
         model="fake-model", messages=user(QUESTION), stream=True, extra_body=ORCHESTRATE
     ) as response:
         trace_id = response.headers["x-toolgraph-trace-id"]
-        received = []
-        with pytest.raises(openai.APIError):
+        received: list[str] = []
+
+        def read_all() -> None:
             for chunk in response.parse():
                 received.append(chunk.choices[0].delta.content or "")
+
+        with pytest.raises(openai.APIError):
+            read_all()
     assert "".join(received).startswith("one")
     assert trace(proxy, trace_id)["answer"]["kind"] == "error"
 
