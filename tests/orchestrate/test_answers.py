@@ -177,6 +177,6 @@ async def test_concurrent_requests_each_get_their_own_results(
     finally:
         await client.close()
     for n, answer in zip(numbers, answers, strict=True):
-        assert f's1={{"value":{n * n}' in answer.replace(" ", "") or str(n * n) in answer
+        assert str(n * n) in answer
         others = [str(m * m) for m in numbers if m != n]
         assert not any(other in answer for other in others)
