@@ -515,6 +515,7 @@ def _seconds(figures: Mapping[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace, upstream: str, console: Console) -> dict[str, Any]:
+    code = code_version()  # before the run: the tree may change while it goes on
     key = "sk-weak-" + secrets.token_hex(8)
     probes = PROBES[: args.limit] if args.limit else PROBES
     with toolgraph_proxy(upstream, key, args.timeout * PROXY_SHARE) as proxy_url:
@@ -522,7 +523,7 @@ def run(args: argparse.Namespace, upstream: str, console: Console) -> dict[str, 
         rows = asyncio.run(send_all(sender, probes, console))
     return {
         "command": " ".join(["python -m eval.weak_model_orchestrate", *sys.argv[1:]]),
-        "code": code_version(),
+        "code": code,
         "model": args.model,
         "chat_format": None if args.base_url else args.chat_format,
         "client_timeout_s": args.timeout,
