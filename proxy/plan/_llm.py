@@ -29,9 +29,11 @@ class CountedModel:
     calls: int = 0
     tokens: int = 0
 
-    async def ask(self, messages: list[Message], max_tokens: int = 512) -> str:
+    async def ask(self, messages: list[Message], max_tokens: int = 512, json: bool = True) -> str:
+        """The model's answer; ``json`` (every planner prompt wants one JSON object) asks
+        for JSON mode, which servers like llama.cpp enforce with a grammar."""
         self.calls += 1
-        reply = await self.model.reply(messages, max_tokens=max_tokens)
+        reply = await self.model.reply(messages, max_tokens=max_tokens, json=json)
         self.tokens += reply.usage.get("total_tokens", 0)
         return reply.text
 

@@ -72,6 +72,8 @@ async def test_a_valid_plan_is_walked_with_one_pick_per_step(
     assert "0. none of these fits" in pick_prompt
     assert "pick s2: book_flight: fits" in pick_prompt  # short-term memory: path and reasons
     assert "[SEQUENTIAL from the earlier tool]" in pick_prompt
+    # every planner prompt wants one JSON object: JSON mode is asked for each time
+    assert all(r.body["response_format"] == {"type": "json_object"} for r in upstream.requests)
 
 
 @pytest.mark.parametrize(
