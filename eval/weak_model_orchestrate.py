@@ -432,7 +432,11 @@ def llama_server(chat_format: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:  # it finishes the answer it is writing first
+            process.kill()
+            process.wait(10)
         log.close()
 
 
