@@ -56,6 +56,13 @@ def serve(start_proxy: StartProxy, local_tools: LocalTools, **executor: object) 
     return server
 
 
+def plan_the_mainframe(brain: Brain) -> None:
+    """One call, to the tool that never answers."""
+    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
+    brain.tools = {"mainframe": "legacy_mainframe"}
+    brain.arguments = {"mainframe": {"label": "records"}}
+
+
 def test_independent_branches_run_in_parallel_and_their_join_after_both(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
@@ -135,9 +142,7 @@ def test_a_tool_that_hangs_times_out_and_is_abandoned(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
     server = serve(start_proxy, local_tools, call_timeout=1.0)
-    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
-    brain.tools = {"mainframe": "legacy_mainframe"}
-    brain.arguments = {"mainframe": {"label": "records"}}
+    plan_the_mainframe(brain)
     started = time.monotonic()
     raw = sdk(server).chat.completions.with_raw_response.create(
         model="fake-model", messages=user("Fetch my records."), extra_body=ORCHESTRATE
@@ -154,9 +159,7 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_running_tools(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
     server = serve(start_proxy, local_tools, call_timeout=60.0)
-    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
-    brain.tools = {"mainframe": "legacy_mainframe"}
-    brain.arguments = {"mainframe": {"label": "records"}}
+    plan_the_mainframe(brain)
     with sdk(server).chat.completions.with_streaming_response.create(
         model="fake-model", messages=user("Fetch my records."), stream=True, extra_body=PROGRESS
     ) as response:
@@ -176,9 +179,7 @@ def test_a_client_that_gives_up_on_a_non_streamed_answer_cancels_the_tools(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
     server = serve(start_proxy, local_tools, call_timeout=60.0)
-    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
-    brain.tools = {"mainframe": "legacy_mainframe"}
-    brain.arguments = {"mainframe": {"label": "records"}}
+    plan_the_mainframe(brain)
     body = json.dumps({"model": "fake-model", "messages": user("Records?"), **ORCHESTRATE})
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as client:
         client.sendall(
@@ -194,9 +195,7 @@ def test_a_key_whose_request_still_runs_is_a_409_the_sdk_may_retry(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
     server = serve(start_proxy, local_tools, call_timeout=60.0)
-    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
-    brain.tools = {"mainframe": "legacy_mainframe"}
-    brain.arguments = {"mainframe": {"label": "records"}}
+    plan_the_mainframe(brain)
     body = {"model": "fake-model", "messages": user("Fetch my records."), "stream": True}
     headers = {"idempotency-key": "slow-1"}
     url = f"{server.url}/v1/chat/completions"
