@@ -30,7 +30,12 @@ from tests.orchestrate.conftest import (
 REQUEST = "How long are the queues at the Oslo and Bergen offices, and what is their sum?"
 
 
-def serve(start_proxy: StartProxy, local_tools: LocalTools, **executor: object) -> ServerThread:
+def serve(
+    start_proxy: StartProxy,
+    local_tools: LocalTools,
+    orchestrate: dict[str, object] | None = None,
+    **executor: object,
+) -> ServerThread:
     """A proxy whose catalog has the local tools: the two that work registered through
     the API (which test-calls them), the broken and the hanging one imported (the
     registry's test call would refuse them)."""
@@ -45,6 +50,7 @@ def serve(start_proxy: StartProxy, local_tools: LocalTools, **executor: object) 
         admin_key=ADMIN,
         planner={"policy": "llm", "top_k": 10, "memory_k": 0},
         executor={"allow_private_networks": True, "retries": 0, **executor},
+        orchestrate=orchestrate or {},
     )
     register(
         server,
@@ -261,20 +267,13 @@ def test_a_catalog_tool_aimed_at_internal_addresses_is_refused_at_call_time(
 def test_the_stream_stays_alive_while_tools_run(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
-    server = serve(start_proxy, local_tools)
-    server_keepalive = start_proxy(
-        admin_key=ADMIN,
-        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
-        executor={"allow_private_networks": True, "retries": 0},
-        orchestrate={"keepalive": 0.2},
-    )
-    del server  # its catalog (in the same data dir) is what the second one loads
+    server = serve(start_proxy, local_tools, orchestrate={"keepalive": 0.2})
     brain.plan = plan_of(("Get the queue length at the Oslo office", []))
     brain.tools = {"Oslo": "oslo_queue"}
     brain.arguments = {"Oslo": {"label": "oslo", "seconds": 1.0}}
     body = {"model": "fake-model", "messages": user("Oslo queue?"), "stream": True, **ORCHESTRATE}
     with httpx.stream(
-        "POST", f"{server_keepalive.url}/v1/chat/completions", json=body, timeout=30
+        "POST", f"{server.url}/v1/chat/completions", json=body, timeout=30
     ) as response:
         text = "".join(response.iter_text())
     keepalives = text.count(": keep-alive\n\n")
