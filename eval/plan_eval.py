@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from retriever.index import ToolIndex
 
 POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam")
-LLM_POLICIES = ("llm", "vanilla")
+LLM_POLICIES = ("llm", "vanilla", "react")
 #: Runners-up per needed sub-task whose neighbours count too, in ``graph-beam``.
 BEAM = 2
 _STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", re.IGNORECASE)

@@ -1,8 +1,14 @@
-"""``toolgraph eval plan --policy llm|vanilla``: LLM planners against the configured upstream.
+"""``toolgraph eval plan --policy llm|vanilla|react``: LLM planners against the upstream.
 
-``vanilla`` is the thesis's baseline: one prompt with every sub-task and the union of
-their top-K retrieved tools, numbered; the model answers a number per sub-task. No
-graph, no search, no reflection.
+The thesis's two baselines, on the gold sub-tasks, retrieval only (no graph, no
+search, no reflection):
+
+* ``vanilla``: one prompt with every sub-task and the union of their top-K
+  retrieved tools, numbered; the model answers a number per sub-task.
+* ``react``: one prompt per sub-task, in order: the request, the thoughts, actions
+  and observations so far, the step and its top-K tools; the model answers a
+  thought and an action (a number). Nothing runs in an evaluation, so the
+  observation says which tool the action chose and what it does.
 
 With ``--steps gold`` the model picks tools for the gold sub-tasks (depth-first
 search, reflection); with ``--steps llm`` it also decomposes the request. Scores as
@@ -13,6 +19,7 @@ requests that fell back to the LLM-free policy.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from tqdm import tqdm
@@ -56,8 +63,9 @@ async def evaluate_llm(
     tally, calls, tokens, fallbacks = Tally({}), 0, 0, 0
     try:
         for request in tqdm(data.requests, desc="llm", unit="request", disable=not progress):
-            if policy == "vanilla":
-                plan = await vanilla_plan(finder, encoder, CountedModel(model), request, k)
+            if policy in BASELINES:
+                baseline = BASELINES[policy]
+                plan = await baseline(finder, encoder, CountedModel(model), request, k)
                 score_plan(plan, request, tally, k)
             elif steps == "gold":
                 plan = await planner.plan_subtasks(request.text, request.subtasks, model)
@@ -97,9 +105,7 @@ async def vanilla_plan(
     listing = [f"<request>\n{request.text}\n</request>", "", "Steps:"]
     listing += [f"- {task.id}: {task.text}" for task in request.subtasks]
     listing += ["", "Tools:"]
-    for number, candidate in enumerate(tools, 1):
-        tool = finder.store.get_tool(candidate.tool_id)
-        listing.append(f"{number}. {candidate.tool}: {tool.description[:300] if tool else ''}")
+    listing += [_numbered(finder, number, c) for number, c in enumerate(tools, 1)]
     messages: list[Message] = [
         {"role": "system", "content": prompt("vanilla")},
         {"role": "user", "content": "\n".join(listing)},
@@ -121,3 +127,58 @@ async def vanilla_plan(
         plan.decisions.append(Decision(task.id, tools, chosen, "vanilla: one prompt"))
     plan.llm_calls, plan.tokens = model.calls, model.tokens
     return plan
+
+
+async def react_plan(
+    finder: CandidateFinder, encoder: Encoder, model: CountedModel, request: Request, k: int
+) -> Plan:
+    """Thought, action, observation, one sub-task at a time, over retrieval's top-K."""
+    vectors = embed_subtasks(encoder, request.subtasks)
+    plan = Plan(list(request.subtasks), {}, "react")
+    history: list[str] = []
+    for task in request.subtasks:
+        tools = finder.retrieve(task.text, vectors[task.id], k, task.category)
+        listing = [f"<request>\n{request.text}\n</request>", "", "So far:"]
+        listing += history or ["(nothing yet)"]
+        listing += ["", f"Step {task.id}: {task.text}", "", "Tools:"]
+        listing += [_numbered(finder, number, c) for number, c in enumerate(tools, 1)]
+        listing.append("0. none of these fits")
+        messages: list[Message] = [
+            {"role": "system", "content": prompt("react")},
+            {"role": "user", "content": "\n".join(listing)},
+        ]
+        try:
+            data = await model.ask_object(messages, max_tokens=200)
+        except ToolgraphError as exc:
+            plan.notes.append(f"the model failed at {task.id}: {exc.message}")
+            data = None
+        action = data.get("action") if data else None
+        thought = str(data.get("thought") or "") if data else ""
+        chosen = None
+        if isinstance(action, int) and not isinstance(action, bool) and 1 <= action <= len(tools):
+            chosen = tools[action - 1]
+            plan.choices[task.id] = chosen.tool
+        plan.decisions.append(Decision(task.id, tools, chosen.tool if chosen else None, thought))
+        history += [
+            f"Thought: {thought or '(none)'}",
+            f"Action: {task.id} -> {chosen.tool if chosen else 'none'}",
+            f"Observation: {_observation(finder, chosen)}",
+        ]
+    plan.llm_calls, plan.tokens = model.calls, model.tokens
+    return plan
+
+
+def _numbered(finder: CandidateFinder, number: int, candidate: Candidate) -> str:
+    tool = finder.store.get_tool(candidate.tool_id)
+    return f"{number}. {candidate.tool}: {tool.description[:300] if tool else ''}"
+
+
+def _observation(finder: CandidateFinder, chosen: Candidate | None) -> str:
+    if chosen is None:
+        return "no tool was chosen for this step"
+    tool = finder.store.get_tool(chosen.tool_id)
+    return f"{chosen.tool} was chosen: {tool.description[:200] if tool else ''}"
+
+
+Baseline = Callable[[CandidateFinder, "Encoder", CountedModel, Request, int], Awaitable[Plan]]
+BASELINES: dict[str, Baseline] = {"vanilla": vanilla_plan, "react": react_plan}

@@ -116,3 +116,37 @@ def test_the_vanilla_baseline_asks_once_per_request_and_keeps_to_the_list(
     assert scores["llm_calls"] == pytest.approx(1.0)
     assert scores["candidate_recall@3"] > 0
     assert scores["node_f1@3"] == pytest.approx(100 * (0.5 + 0 + 0) / 3, abs=0.01)
+
+
+def test_the_react_baseline_asks_once_per_step_and_carries_its_history(
+    taskbench_dir: Path, tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
+    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_API_KEY", "sk-test-0123456789")
+    upstream.enqueue(
+        Script(text=json.dumps({"thought": "flights come first", "action": 1})),
+        Script(text="I would book it"),  # no JSON: the step gets no tool
+        Script(text=json.dumps({"thought": "nothing fits", "action": 0})),
+        Script(text=json.dumps({"thought": "search", "action": 1})),
+        Script(text=json.dumps({"thought": "out of range", "action": 99})),
+        Script(text=json.dumps({"thought": "stocks", "action": 1})),
+    )
+    out = tmp_path / "react.json"
+    code = main(
+        ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "react", "--k", "3",
+         "--model", "fake-model", "--json", str(out), "--quiet",
+         "--cache-dir", str(tmp_path / "cache")]
+    )  # fmt: skip
+    assert code == 0
+    assert len(upstream.requests) == 6  # one per gold step of three requests: 3 + 2 + 1
+    prompts = ["\n".join(m["content"] for m in r.body["messages"]) for r in upstream.requests]
+    assert "(nothing yet)" in prompts[0]
+    assert "Step s1: " in prompts[0]
+    assert "Thought: flights come first" in prompts[1]
+    assert "Action: s1 -> flight_search" in prompts[1]
+    assert "Observation: flight_search was chosen" in prompts[1]
+    assert "Action: s2 -> none" in prompts[2]
+    assert "(nothing yet)" in prompts[3]  # a new request starts a new history
+    scores = json.loads(out.read_text())["react"]
+    assert scores["llm_calls"] == pytest.approx(2.0)
+    assert scores["node_f1@3"] > 0
