@@ -54,7 +54,10 @@ class StoredPoint:
 
 def open_client(data_dir: Path, url: str | None) -> QdrantClient:
     if url:
-        return QdrantClient(url=url, timeout=30)
+        # The version check runs in a thread of its own at construction and, with the
+        # server down, ends in a warning and an exception nobody can catch; /readyz
+        # watches the server instead.
+        return QdrantClient(url=url, timeout=30, check_compatibility=False)
     folder = data_dir / "qdrant"
     folder.mkdir(parents=True, exist_ok=True)
     return QdrantClient(path=str(folder))

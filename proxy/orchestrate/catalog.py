@@ -23,6 +23,7 @@ from qdrant_client import QdrantClient
 from graph_store.models import Tool
 from graph_store.store import GraphStore, open_store
 from proxy.config import Settings
+from proxy.errors import ToolgraphError
 from proxy.plan.candidates import CandidateFinder, weights_from
 from proxy.plan.memory import PlanMemory
 from proxy.plan.planner import RequestPlanner
@@ -33,6 +34,12 @@ from retriever.embedder import Encoder
 from retriever.qdrant_store import QdrantCatalog, collection_name, open_client
 
 log = logging.getLogger(__name__)
+
+
+class CatalogUnavailable(ToolgraphError):
+    status = 503
+    type = "server_error"
+    code = "catalog_unavailable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +80,14 @@ class CatalogService:
         encoder = await self._select.encoder()
         async with self._lock:
             if self._catalog is None or self._stale:
+                try:
+                    self._catalog = await asyncio.to_thread(self._load, encoder)
+                except Exception as exc:  # Qdrant, Neo4j or the disk: tried again next time
+                    log.warning("the catalog could not be loaded", exc_info=True)
+                    raise CatalogUnavailable(
+                        f"the tool catalog could not be loaded: {type(exc).__name__}: {exc}"
+                    ) from None
                 self._stale = False
-                self._catalog = await asyncio.to_thread(self._load, encoder)
         return self._catalog
 
     def close(self) -> None:

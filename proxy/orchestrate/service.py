@@ -34,7 +34,13 @@ from proxy.chat.protocol import ChatCompletionRequest
 from proxy.chat.service import Upstreams
 from proxy.config import Settings
 from proxy.context import RequestContext
-from proxy.errors import InvalidRequest, ToolgraphError, UpstreamError, UpstreamTimeout
+from proxy.errors import (
+    InternalError,
+    InvalidRequest,
+    ToolgraphError,
+    UpstreamError,
+    UpstreamTimeout,
+)
 from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
@@ -294,6 +300,11 @@ class Orchestrator:
         except ToolgraphError as exc:
             self._record_error(turn, exc)
             yield exc.to_sse(self._secrets)
+        except Exception:  # a bug: the client still gets an ending it can read
+            log.exception("orchestrated stream %s failed", turn.trace_id)
+            failure = InternalError("the request failed inside toolgraph; see its trace id")
+            self._record_error(turn, failure)
+            yield failure.to_sse(self._secrets)
         finally:
             if not work.done():
                 work.cancel()

@@ -180,3 +180,30 @@ async def test_concurrent_requests_each_get_their_own_results(
         assert str(n * n) in answer
         others = [str(m * m) for m in numbers if m != n]
         assert not any(other in answer for other in others)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_catalog_that_cannot_load_is_a_clear_503(
+    start_proxy: StartProxy, brain: Brain, stream: bool
+) -> None:
+    from tests.conftest import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: Qdrant is down
+    server = start_proxy(planner={"policy": "graph"}, qdrant_url=dead)
+    client = sdk(server)
+
+    def ask() -> None:
+        reply = client.chat.completions.create(
+            model="fake-model", messages=user(QUESTION), stream=stream, extra_body=ORCHESTRATE
+        )
+        if stream:
+            stream_parts(reply)  # type: ignore[arg-type]
+
+    with pytest.raises(openai.APIError) as raised:
+        ask()
+    assert "the tool catalog could not be loaded" in raised.value.message
+    if not stream:
+        assert isinstance(raised.value, openai.InternalServerError)
+        assert raised.value.status_code == 503
+        assert raised.value.code == "catalog_unavailable"
+    assert brain.asked["answer"] == 0
