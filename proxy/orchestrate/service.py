@@ -320,8 +320,19 @@ class Orchestrator:
     async def _answer_events(
         self, turn: Turn, prepared: Prepared, writer: ChunkWriter, text: list[str]
     ) -> AsyncIterator[bytes]:
+        # The stage runs to the answer's last chunk, as the non-streamed one does.
         with turn.stage("answer"):
-            stream = await turn.upstream.stream(turn.target, prepared.body, None, turn.context)
+            async for event in self._relay_answer(turn, prepared, writer, text):
+                yield event
+        if "answer" in turn.trace:  # the upstream's error event ended the stream
+            return
+        for event in writer.end(turn.usage.as_openai()):
+            yield event
+
+    async def _relay_answer(
+        self, turn: Turn, prepared: Prepared, writer: ChunkWriter, text: list[str]
+    ) -> AsyncIterator[bytes]:
+        stream = await turn.upstream.stream(turn.target, prepared.body, None, turn.context)
         try:
             async for events in stream:
                 for data in data_fields(events):
@@ -341,8 +352,6 @@ class Orchestrator:
                     yield writer.upstream_chunk(chunk)
         finally:
             await stream.aclose()
-        for event in writer.end(turn.usage.as_openai()):
-            yield event
 
     # --- planning and tools ---------------------------------------------------------
 

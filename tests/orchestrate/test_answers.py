@@ -69,6 +69,20 @@ def test_a_streamed_answer_is_computed_by_a_tool_the_proxy_ran(
     assert set(recorded["timings"]) >= {"catalog", "plan", "execute", "answer", "total"}
 
 
+def test_the_answer_stage_of_a_stream_lasts_until_its_last_chunk(
+    proxy: ServerThread, brain: Brain
+) -> None:
+    brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
+    brain.answer_script = Script(text="one two three four", chunk_delay=0.1)
+    with sdk(proxy).chat.completions.with_streaming_response.create(
+        model="fake-model", messages=user(QUESTION), stream=True, extra_body=ORCHESTRATE
+    ) as response:
+        content, _, _ = stream_parts(response.parse())
+        trace_id = response.headers["x-toolgraph-trace-id"]
+    assert content == "one two three four"
+    assert trace(proxy, trace_id)["timings"]["answer"] >= 0.4  # five events, 0.1 s apart
+
+
 def test_progress_is_off_unless_asked_and_non_stream_gets_the_same_answer(
     proxy: ServerThread, brain: Brain
 ) -> None:
