@@ -61,6 +61,7 @@ class Script:
     hang: bool = False
     hang_after_events: int | None = None
     drop_after_events: int | None = None
+    finish_reason: str | None = None  # e.g. "length": an answer cut at max_tokens
 
 
 Responder = Callable[[dict[str, Any]], "Script | None"]
@@ -287,6 +288,8 @@ class _Answer:
         }
 
     def finish_reason(self) -> str:
+        if self.script.finish_reason is not None:
+            return self.script.finish_reason
         return "tool_calls" if self.calls else "stop"
 
     def completion(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ Message = dict[str, str]
 class ModelReply:
     text: str
     usage: dict[str, int] = field(default_factory=dict)
+    truncated: bool = False  # cut at max_tokens (finish_reason "length")
 
 
 class ChatModel(Protocol):
@@ -61,9 +62,10 @@ class UpstreamModel:
         answer = await self._upstream.complete(self._target, body, None, self._context)
         try:
             payload = orjson.loads(answer.content)
-            text = payload["choices"][0]["message"]["content"] or ""
+            choice = payload["choices"][0]
+            text = choice["message"]["content"] or ""
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
             raise UpstreamError("the upstream's answer was not a chat completion") from None
         usage = payload.get("usage") or {}
         counts = {k: v for k, v in usage.items() if isinstance(v, int)}
-        return ModelReply(str(text), counts)
+        return ModelReply(str(text), counts, truncated=choice.get("finish_reason") == "length")

@@ -28,6 +28,7 @@ class CountedModel:
     model: ChatModel
     calls: int = 0
     tokens: int = 0
+    truncated: bool = False  # the last reply was cut at its token bound
 
     async def ask(self, messages: list[Message], max_tokens: int = 512, json: bool = True) -> str:
         """The model's answer; ``json`` (every planner prompt wants one JSON object) asks
@@ -35,6 +36,7 @@ class CountedModel:
         self.calls += 1
         reply = await self.model.reply(messages, max_tokens=max_tokens, json=json)
         self.tokens += reply.usage.get("total_tokens", 0)
+        self.truncated = reply.truncated
         return reply.text
 
     async def ask_object(

@@ -27,6 +27,10 @@ class Decomposition:
     attempts: int = 1
 
 
+#: Tokens of one decomposition: ~40 a sub-task, room for twenty and more.
+MAX_TOKENS = 1200
+
+
 async def decompose(
     model: CountedModel, conversation: str, categories: Sequence[str], retries: int
 ) -> Decomposition:
@@ -38,10 +42,14 @@ async def decompose(
     ]
     problems: list[str] = []
     for attempt in range(1, retries + 2):
-        text = await model.ask(messages, max_tokens=1200)
+        text = await model.ask(messages, max_tokens=MAX_TOKENS)
         result, problems = read_decomposition(text, categories)
         if result is not None:
             return Decomposition(result.subtasks, result.no_tools, attempt)
+        if model.truncated:  # a runaway answer: feedback will not bring it back
+            raise PlanningFailed(
+                f"the decomposition ran past its {MAX_TOKENS}-token bound: " + "; ".join(problems)
+            )
         messages += [
             {"role": "assistant", "content": text},
             {

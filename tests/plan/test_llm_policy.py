@@ -120,6 +120,19 @@ async def test_retries_are_bounded_then_the_llm_free_policy_plans(
     assert len(plan.choices) == 1  # the whole request as one sub-task
 
 
+async def test_a_runaway_decomposition_is_not_retried(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    cut = Script(
+        text='{"subtasks": [{"id": "s1", "text": "find flights fro', finish_reason="length"
+    )
+    upstream.enqueue(cut, reply(STEPS))
+    plan = await planner(finder, encoder, decompose_retries=2).plan(REQUEST, model)
+    assert len(upstream.requests) == 1  # a reply cut at its bound would be cut again
+    assert plan.policy == "graph"
+    assert "ran past its 1200-token bound" in plan.notes[0]
+
+
 async def test_an_unreachable_model_degrades_and_says_why(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:
