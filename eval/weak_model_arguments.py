@@ -116,12 +116,13 @@ def model_file() -> Path:
 
 
 @contextmanager
-def llama_server() -> Iterator[str]:
+def llama_server(chat_format: str = "chatml") -> Iterator[str]:
+    """SmolLM2 under ``llama_cpp.server`` on a free port; its base URL ends in ``/v1``."""
     port = free_port()
     log = (ROOT / ".bench" / "llama-server.log").open("w")
     process = subprocess.Popen(
         [str(VENV / "bin" / "python"), "-m", "llama_cpp.server", "--model", str(model_file()),
-         "--port", str(port), "--n_ctx", "4096", "--chat_format", "chatml"],
+         "--port", str(port), "--n_ctx", "4096", "--chat_format", chat_format],
         stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
@@ -138,7 +139,11 @@ def llama_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:  # it finishes the answer it is writing first
+            process.kill()
+            process.wait(10)
         log.close()
 
 

@@ -27,7 +27,6 @@ import asyncio
 import json
 import logging
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,7 +48,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from eval._bench_report import percentile
-from eval.weak_model_arguments import RESULTS, ROOT, VENV, free_port, model_file
+from eval.weak_model_arguments import RESULTS, ROOT, free_port, llama_server
 from proxy.app import create_app
 from proxy.config import load_settings
 
@@ -416,41 +415,6 @@ async def send_all(
 
 
 # --- the servers ----------------------------------------------------------------------------
-
-
-@contextmanager
-def llama_server(chat_format: str) -> Iterator[str]:
-    port = free_port()
-    log = (ROOT / ".bench" / "llama-server.log").open("w")
-    process = subprocess.Popen(
-        [str(VENV / "bin" / "python"), "-m", "llama_cpp.server", "--model", str(model_file()),
-         "--port", str(port), "--n_ctx", "4096", "--chat_format", chat_format],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, 120, process)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:  # it finishes the answer it is writing first
-            process.kill()
-            process.wait(10)
-        log.close()
-
-
-def wait_for_port(port: int, seconds: float, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                message = "llama_cpp.server did not start; see .bench/llama-server.log"
-                raise SystemExit(message) from None
-            time.sleep(0.5)
 
 
 @contextmanager
