@@ -27,7 +27,6 @@ import platform
 import re
 import statistics
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,13 +35,12 @@ from typing import Any
 
 import httpx
 import openai
-import uvicorn
 from matplotlib.figure import Figure
 from rich.console import Console
 from rich.progress import track
 from rich.table import Table
 
-from eval._bench_services import free_port
+from eval._serve import serve_in_thread
 from eval.fake_upstream import FakeUpstream, Script
 from proxy.app import create_app
 from proxy.config import load_settings
@@ -92,26 +90,8 @@ def proxy(upstream: FakeUpstream, data_dir: Path, policy: str) -> Iterator[str]:
         planner={"policy": policy, "memory_k": 0, "reflection_rounds": 0},
         log_level="warning",
     )
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings),
-        host="127.0.0.1",
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_level="warning",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
 
 
 def one_request(client: openai.OpenAI, base: str, stream: bool) -> dict[str, Any]:

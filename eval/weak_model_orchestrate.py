@@ -30,7 +30,6 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,7 +39,6 @@ from typing import Any
 
 import httpx
 import openai
-import uvicorn
 from openai.types.chat import ChatCompletionMessageParam
 from rich import box
 from rich.console import Console
@@ -48,7 +46,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from eval._bench_report import percentile
-from eval.weak_model_arguments import RESULTS, ROOT, free_port, llama_server
+from eval._serve import serve_in_thread
+from eval.weak_model_arguments import RESULTS, ROOT, llama_server
 from proxy.app import create_app
 from proxy.config import load_settings
 
@@ -429,24 +428,9 @@ def toolgraph_proxy(upstream: str, key: str, request_timeout: float) -> Iterator
             timeouts={"request": request_timeout},
             orchestrate={"preload": True},  # the catalog's load is not the first request's
         )
-        port = free_port()
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, access_log=False,
-            log_config=None, ws="none", timeout_graceful_shutdown=2,
-        )  # fmt: skip
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 300  # the catalog is loaded at start-up
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise SystemExit(f"the proxy did not start; see {LOG}")
-            time.sleep(0.1)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            server.should_exit = True
-            thread.join(10)
+        # the catalog is loaded at start-up: minutes on a busy machine
+        with serve_in_thread(create_app(settings), ready_timeout=300) as url:
+            yield url
 
 
 # --- the report -----------------------------------------------------------------------------

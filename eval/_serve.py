@@ -1,0 +1,36 @@
+"""A toolgraph app served by uvicorn in a thread of this process, for eval scripts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from eval._bench_services import free_port
+
+
+@contextmanager
+def serve_in_thread(app: ASGIApp, ready_timeout: float = 60) -> Iterator[str]:
+    """Serve ``app`` on a free loopback port; yields its base URL, stops it after."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", ws="none",
+        access_log=False, log_config=None, timeout_graceful_shutdown=2,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="toolgraph", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + ready_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise SystemExit("the proxy did not start in time")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
