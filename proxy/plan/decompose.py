@@ -27,8 +27,10 @@ class Decomposition:
     attempts: int = 1
 
 
-#: Tokens of one decomposition: ~40 a sub-task, room for twenty and more.
-MAX_TOKENS = 1200
+#: Tokens of one decomposition: ~40 a sub-task, so room for about fifteen, more than
+#: the selection's step budget (12 by default) can pick tools for. A bound twice as
+#: high only doubled the time a weak model spent in runaway JSON (README, "Measured").
+MAX_TOKENS = 640
 
 
 async def decompose(

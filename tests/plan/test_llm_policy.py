@@ -130,7 +130,7 @@ async def test_a_runaway_decomposition_is_not_retried(
     plan = await planner(finder, encoder, decompose_retries=2).plan(REQUEST, model)
     assert len(upstream.requests) == 1  # a reply cut at its bound would be cut again
     assert plan.policy == "graph"
-    assert "ran past its 1200-token bound" in plan.notes[0]
+    assert "ran past its 640-token bound" in plan.notes[0]
 
 
 async def test_an_unreachable_model_degrades_and_says_why(
