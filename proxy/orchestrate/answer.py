@@ -116,12 +116,6 @@ class ChunkWriter:
     def progress(self, text: str) -> bytes:
         return self.delta({"content": None, "reasoning_content": text})
 
-    def whole(self, content: str, usage: Mapping[str, int]) -> Iterator[bytes]:
-        """A complete answer toolgraph wrote itself, as a stream."""
-        yield self.delta({"content": content})
-        yield self.delta({}, "stop")
-        yield from self.end(usage)
-
     def end(self, usage: Mapping[str, int]) -> Iterator[bytes]:
         if self.include_usage:
             yield event(

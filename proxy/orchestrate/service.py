@@ -283,16 +283,21 @@ class Orchestrator:
                 prepared = work.result()
                 if prepared.question:
                     turn.trace["answer"] = {"kind": "question"}
-                    for event in writer.whole(prepared.question, turn.usage.as_openai()):
-                        yield event
+                    yield writer.delta({"content": prepared.question})
+                    yield writer.delta({}, "stop")
                     await self._after_answer(turn, prepared, prepared.question)
-                    return
-                text: list[str] = []
-                async for event in self._answer_events(turn, prepared, writer, text):
-                    yield event
-                if "answer" not in turn.trace:  # no error event from the upstream
+                else:
+                    text: list[str] = []
+                    async for event in self._answer_events(turn, prepared, writer, text):
+                        yield event
+                    if "answer" in turn.trace:  # the upstream's error event ended it
+                        return
                     turn.trace["answer"] = {"kind": "answer"}
                     await self._after_answer(turn, prepared, "".join(text))
+                # Results are kept before [DONE]: a follow-up sent the moment the client
+                # sees it must find them.
+                for event in writer.end(turn.usage.as_openai()):
+                    yield event
         except TimeoutError:
             error = UpstreamTimeout("the request exceeded its time limit (timeouts.request)")
             self._record_error(turn, error)
@@ -324,10 +329,6 @@ class Orchestrator:
         with turn.stage("answer"):
             async for event in self._relay_answer(turn, prepared, writer, text):
                 yield event
-        if "answer" in turn.trace:  # the upstream's error event ended the stream
-            return
-        for event in writer.end(turn.usage.as_openai()):
-            yield event
 
     async def _relay_answer(
         self, turn: Turn, prepared: Prepared, writer: ChunkWriter, text: list[str]
