@@ -89,6 +89,7 @@ class Turn:
     created: int = field(default_factory=lambda: int(time.time()))
     usage: Usage = field(default_factory=Usage)
     tools_ran: bool = False
+    trace_saved: bool = False
     trace: dict[str, JsonValue] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -194,6 +195,7 @@ class Orchestrator:
         try:
             reply = await self._within(self._complete(turn), turn)
             answered = True
+            await self._save_trace(turn)  # readable once the client has the answer
             if claim is not None:
                 await self.keys.finish(claim, Stored(200, reply.headers, reply.content))
             return reply
@@ -202,6 +204,7 @@ class Orchestrator:
             if turn.tools_ran:
                 exc.headers["x-should-retry"] = "false"
             self._record_error(turn, exc)
+            await self._save_trace(turn)
             if claim is not None and turn.tools_ran:
                 stored = Stored(exc.status, dict(exc.headers), exc.to_json(self._secrets))
                 await self.keys.finish(claim, stored)
@@ -210,7 +213,8 @@ class Orchestrator:
         finally:
             if claim is not None and not answered:
                 self._spawn(self.keys.release(claim))
-            self._spawn(self._save_trace(turn))
+            if not turn.trace_saved:  # cancelled: the client went away
+                self._spawn(self._save_trace(turn))
 
     async def _complete(self, turn: Turn) -> Reply:
         prepared = await self._prepare(turn, _silent)
@@ -264,7 +268,8 @@ class Orchestrator:
                     self._spawn(self.keys.finish(claim, Stored(200, turn.headers, events=sent)))
                 else:
                     self._spawn(self.keys.release(claim))
-            self._spawn(self._save_trace(turn))
+            if not turn.trace_saved:  # cancelled: the client went away
+                self._spawn(self._save_trace(turn))
 
     async def _events(self, turn: Turn, writer: ChunkWriter) -> AsyncIterator[bytes]:
         queue: asyncio.Queue[bytes | None] = asyncio.Queue()
@@ -294,27 +299,30 @@ class Orchestrator:
                         return
                     turn.trace["answer"] = {"kind": "answer"}
                     await self._after_answer(turn, prepared, "".join(text))
-                # Results are kept before [DONE]: a follow-up sent the moment the client
-                # sees it must find them.
+                # Results and trace are kept before [DONE]: a follow-up or a trace
+                # lookup sent the moment the client sees it must find them.
+                await self._save_trace(turn)
                 for event in writer.end(turn.usage.as_openai()):
                     yield event
         except TimeoutError:
             error = UpstreamTimeout("the request exceeded its time limit (timeouts.request)")
-            self._record_error(turn, error)
-            yield error.to_sse(self._secrets)
+            yield await self._error_event(turn, error)
         except ToolgraphError as exc:
-            self._record_error(turn, exc)
-            yield exc.to_sse(self._secrets)
+            yield await self._error_event(turn, exc)
         except Exception:  # a bug: the client still gets an ending it can read
             log.exception("orchestrated stream %s failed", turn.trace_id)
             failure = InternalError("the request failed inside toolgraph; see its trace id")
-            self._record_error(turn, failure)
-            yield failure.to_sse(self._secrets)
+            yield await self._error_event(turn, failure)
         finally:
             if not work.done():
                 work.cancel()
                 with suppress(asyncio.CancelledError, Exception):
                     await work
+
+    async def _error_event(self, turn: Turn, error: ToolgraphError) -> bytes:
+        self._record_error(turn, error)
+        await self._save_trace(turn)
+        return error.to_sse(self._secrets)
 
     async def _next(self, queue: asyncio.Queue[bytes | None]) -> bytes | None:
         try:
@@ -448,6 +456,7 @@ class Orchestrator:
         turn.trace["answer"] = {"kind": "error", "error": error.to_dict(self._secrets)["error"]}
 
     async def _save_trace(self, turn: Turn) -> None:
+        turn.trace_saved = True
         turn.timings["total"] = round(turn.context.elapsed(), 6)
         trace: dict[str, JsonValue] = {
             "id": turn.trace_id,
