@@ -22,10 +22,10 @@ from proxy.chat.service import ChatService, Upstreams
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.execute.service import ToolExecutor
+from proxy.kv import open_key_value
 from proxy.middleware import ObservabilityMiddleware
 from proxy.orchestrate import router as orchestrate_router
 from proxy.orchestrate.catalog import CatalogService
-from proxy.orchestrate.kv import open_key_value
 from proxy.orchestrate.service import Orchestrator
 from proxy.registry import router as registry_router
 from proxy.registry.service import ToolRegistry

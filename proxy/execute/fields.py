@@ -18,18 +18,16 @@ import hashlib
 import json
 import logging
 import re
-from collections import OrderedDict
 from pathlib import Path
-from typing import Protocol
 
 from pydantic import JsonValue
-from redis.asyncio import Redis
 
 from graph_store.models import Tool
 from proxy import metrics
 from proxy.errors import ToolgraphError
 from proxy.execute.compress import field_paths, known_paths
 from proxy.execute.llm import ChatModel, Message
+from proxy.kv import KeyValue
 
 log = logging.getLogger(__name__)
 
@@ -38,55 +36,12 @@ PROMPT = (Path(__file__).parent / "prompts" / "select_fields.md").read_text(enco
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
-class FieldCache(Protocol):
-    async def get(self, key: str) -> list[str] | None: ...
-
-    async def put(self, key: str, fields: list[str], ttl_s: int) -> None: ...
-
-
-class MemoryFieldCache:
-    """In-process LRU; ``ttl_s`` is ignored (an entry lives until it is evicted)."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._entries: OrderedDict[str, list[str]] = OrderedDict()
-
-    async def get(self, key: str) -> list[str] | None:
-        fields = self._entries.get(key)
-        if fields is not None:
-            self._entries.move_to_end(key)
-        return fields
-
-    async def put(self, key: str, fields: list[str], ttl_s: int) -> None:
-        self._entries[key] = fields
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
-
-
-class RedisFieldCache:
-    """Shared by every proxy pod."""
-
-    def __init__(self, redis: Redis) -> None:
-        self._redis = redis
-
-    async def get(self, key: str) -> list[str] | None:
-        raw = await self._redis.get(key)
-        if raw is None:
-            return None
-        value = json.loads(raw)
-        return [str(item) for item in value] if isinstance(value, list) else None
-
-    async def put(self, key: str, fields: list[str], ttl_s: int) -> None:
-        await self._redis.set(key, json.dumps(fields), ex=ttl_s)
-
-
 class FieldSelector:
     """Chooses, caches and shares each tool's field list."""
 
     def __init__(
         self,
-        cache: FieldCache,
+        cache: KeyValue,
         *,
         max_fields: int = 20,
         ttl_s: int = 7 * 24 * 3600,
@@ -105,7 +60,7 @@ class FieldSelector:
         if not available:
             return None
         key = cache_key(tool, available)
-        cached = await self._cache.get(key)
+        cached = _decode(await self._cache.get(key))
         metrics.CACHE_LOOKUPS.labels(CACHE_NAME, "miss" if cached is None else "hit").inc()
         if cached is not None:
             return cached or None
@@ -127,7 +82,8 @@ class FieldSelector:
         except ToolgraphError as exc:
             log.warning("field selection for %s failed: %s", tool.name, exc.message)
             chosen = []
-        await self._cache.put(key, chosen, self._ttl_s if chosen else self._failure_ttl_s)
+        ttl = self._ttl_s if chosen else self._failure_ttl_s
+        await self._cache.put(key, json.dumps(chosen).encode(), ttl)
         return chosen
 
     def _messages(self, tool: Tool, available: list[str]) -> list[Message]:
@@ -157,7 +113,14 @@ def cache_key(tool: Tool, available: list[str]) -> str:
     digest = hashlib.blake2b(
         "\0".join([tool.id, tool.description, *available]).encode(), digest_size=16
     ).hexdigest()
-    return f"toolgraph:fields:{digest}"
+    return f"fields:{digest}"
+
+
+def _decode(raw: bytes | None) -> list[str] | None:
+    if raw is None:
+        return None
+    value = json.loads(raw)
+    return [str(item) for item in value] if isinstance(value, list) else None
 
 
 # Field names that describe a response rather than answer anything (METHOD.md §1.6's

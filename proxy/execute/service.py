@@ -22,14 +22,18 @@ from proxy.config import Executor
 from proxy.execute.arguments import ArgumentWriter
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.egress import EgressPolicy
-from proxy.execute.fields import FieldCache, FieldSelector, MemoryFieldCache, RedisFieldCache
+from proxy.execute.fields import FieldSelector
 from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
 from proxy.execute.llm import ChatModel
 from proxy.execute.plan import ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
+from proxy.kv import open_key_value
 from proxy.tools.catalog import python_tools
 from proxy.tools.sandbox import Sandbox
+
+#: Field lists kept in process when there is no Redis (one per tool and version).
+FIELD_LISTS_KEPT = 4096
 
 
 @dataclass(slots=True)
@@ -65,7 +69,7 @@ class ToolExecutor:
         self._owns_client = client is None
         self._client = client or make_http_client(self.policy, settings)
         self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox))
-        cache: FieldCache = RedisFieldCache(redis) if redis is not None else MemoryFieldCache()
+        cache = open_key_value(redis, FIELD_LISTS_KEPT)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
 

@@ -20,7 +20,7 @@ import orjson
 from pydantic import JsonValue
 
 from proxy.execute.runner import call_key
-from proxy.orchestrate.kv import KeyValue
+from proxy.kv import KeyValue
 from retriever.conversation import message_text
 
 #: Assistant answers looked up, newest first: a follow-up usually answers the last one.

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from proxy.errors import Conflict, InvalidRequest
-from proxy.orchestrate.kv import KeyValue
+from proxy.kv import KeyValue
 
 HEADER = "idempotency-key"
 REPLAYED = "idempotent-replayed"

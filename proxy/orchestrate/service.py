@@ -45,6 +45,7 @@ from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
+from proxy.kv import KeyValue
 from proxy.orchestrate.answer import (
     KEEPALIVE,
     ChunkWriter,
@@ -56,7 +57,6 @@ from proxy.orchestrate.answer import (
 from proxy.orchestrate.catalog import Catalog, CatalogService
 from proxy.orchestrate.conversation import ConversationResults, EarlierCall
 from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
-from proxy.orchestrate.kv import KeyValue
 from proxy.orchestrate.traces import TraceStore, call_traces
 from proxy.orchestrate.usage import MeteredModel, Usage
 from proxy.plan.model import Plan

@@ -17,7 +17,7 @@ from pydantic import JsonValue
 from proxy.errors import redact
 from proxy.execute.scheduler import CallRecord
 from proxy.execute.service import ExecutedPlan
-from proxy.orchestrate.kv import KeyValue
+from proxy.kv import KeyValue
 
 
 class TraceStore:

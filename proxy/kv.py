@@ -1,4 +1,5 @@
-"""Small records kept for a while: traces, idempotency keys, conversation results.
+"""Small records kept for a while: traces, idempotency keys, conversation results,
+the field lists of tool responses.
 
 Redis when configured (shared by every worker and replica), else a bounded
 in-process map with the same expiry rules. Values are bytes; callers encode.
