@@ -154,7 +154,7 @@ class ChatService:
         return await self._select.rewrite(request, body)
 
     def _deadline(self) -> AbstractAsyncContextManager[None]:
-        return _within(self._request_timeout)
+        return within(self._request_timeout)
 
     def _remaining(self, context: RequestContext) -> float:
         return max(0.0, self._request_timeout - context.elapsed())
@@ -165,7 +165,8 @@ def _has_tool_results(request: ChatCompletionRequest) -> bool:
 
 
 @asynccontextmanager
-async def _within(seconds: float) -> AsyncIterator[None]:
+async def within(seconds: float) -> AsyncIterator[None]:
+    """The body of the ``async with`` in ``seconds``, else :class:`UpstreamTimeout`."""
     try:
         async with asyncio.timeout(seconds):
             yield

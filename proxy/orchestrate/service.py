@@ -21,8 +21,8 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from contextlib import suppress
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +31,7 @@ from pydantic import JsonValue
 
 from proxy import metrics
 from proxy.chat.protocol import ChatCompletionRequest
-from proxy.chat.service import Upstreams
+from proxy.chat.service import Upstreams, within
 from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import (
@@ -39,7 +39,6 @@ from proxy.errors import (
     InvalidRequest,
     ToolgraphError,
     UpstreamError,
-    UpstreamTimeout,
 )
 from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import ToolPlan
@@ -107,21 +106,16 @@ class Turn:
         answer = self.trace.get("answer")
         return isinstance(answer, dict) and answer.get("kind") in ("answer", "question")
 
-    def stage(self, name: str) -> _Stage:
-        return _Stage(self, name)
-
-
-class _Stage:
-    def __init__(self, turn: Turn, name: str) -> None:
-        self.turn, self.name = turn, name
-
-    def __enter__(self) -> None:
-        self.started = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        took = time.perf_counter() - self.started
-        self.turn.timings[self.name] = round(self.turn.timings.get(self.name, 0.0) + took, 6)
-        metrics.STAGE_LATENCY.labels(self.name).observe(took)
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a stage into the trace (summed when it runs twice) and the histogram."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            took = time.perf_counter() - started
+            self.timings[name] = round(self.timings.get(name, 0.0) + took, 6)
+            metrics.STAGE_LATENCY.labels(name).observe(took)
 
 
 @dataclass(slots=True)
@@ -193,7 +187,8 @@ class Orchestrator:
     async def complete(self, turn: Turn, claim: Claim | None = None) -> Reply:
         answered = False
         try:
-            reply = await self._within(self._complete(turn), turn)
+            async with within(self._remaining(turn)):
+                reply = await self._complete(turn)
             answered = True
             await self._save_trace(turn)  # readable once the client has the answer
             if claim is not None:
@@ -282,7 +277,7 @@ class Orchestrator:
         work = asyncio.create_task(self._prepare(turn, say), name=f"orchestrate:{turn.trace_id}")
         work.add_done_callback(lambda _: queue.put_nowait(None))
         try:
-            async with asyncio.timeout(self._remaining(turn)):
+            async with within(self._remaining(turn)):
                 while (item := await self._next(queue)) is not None:
                     yield item
                 prepared = work.result()
@@ -304,10 +299,7 @@ class Orchestrator:
                 await self._save_trace(turn)
                 for event in writer.end(turn.usage.as_openai()):
                     yield event
-        except TimeoutError:
-            error = UpstreamTimeout("the request exceeded its time limit (timeouts.request)")
-            yield await self._error_event(turn, error)
-        except ToolgraphError as exc:
+        except ToolgraphError as exc:  # UpstreamTimeout at the request's deadline too
             yield await self._error_event(turn, exc)
         except Exception:  # a bug: the client still gets an ending it can read
             log.exception("orchestrated stream %s failed", turn.trace_id)
@@ -488,15 +480,6 @@ class Orchestrator:
         """Wait for the bookkeeping still running (at shutdown)."""
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-
-    async def _within(self, work: Coroutine[Any, Any, Reply], turn: Turn) -> Reply:
-        try:
-            async with asyncio.timeout(self._remaining(turn)):
-                return await work
-        except TimeoutError:
-            raise UpstreamTimeout(
-                "the request exceeded its time limit (timeouts.request)"
-            ) from None
 
     def _remaining(self, turn: Turn) -> float:
         return max(0.0, self._request_timeout - turn.context.elapsed())

@@ -197,6 +197,33 @@ def test_a_client_that_gives_up_on_a_non_streamed_answer_cancels_the_tools(
     assert brain.asked["answer"] == 0
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_request_deadline_ends_running_tools_with_a_504(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain, stream: bool
+) -> None:
+    seed_catalog([http_tool("legacy_mainframe", "Records from the legacy mainframe",
+                            f"{local_tools.url}/hang")])  # fmt: skip
+    server = start_proxy(
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        executor={"allow_private_networks": True, "call_timeout": 60.0},
+        orchestrate={"preload": True},  # the model's load is not the request's time
+        timeouts={"request": 3.0},
+    )
+    plan_the_mainframe(brain)
+    body = {"model": "fake-model", "messages": user("Records?"), "stream": stream, **ORCHESTRATE}
+    response = httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=30)
+    if stream:
+        assert response.status_code == 200
+        assert '"code":"upstream_timeout"' in response.text
+        assert "[DONE]" not in response.text
+    else:
+        assert response.status_code == 504
+        assert response.json()["error"]["code"] == "upstream_timeout"
+        assert response.headers["x-should-retry"] == "false"  # the tool had started
+    assert "timeouts.request" in response.text
+    _wait_for(lambda: local_tools.gone == 1)
+
+
 def test_a_key_whose_request_still_runs_is_a_409_the_sdk_may_retry(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
