@@ -462,7 +462,7 @@ class Orchestrator:
             "calls": [],
             **turn.trace,
             "timings": dict(turn.timings),
-            "usage": {kind: count for kind, count in turn.usage.counts.items()},
+            "usage": {kind: count for kind, count in turn.usage.as_openai().items()},
             "upstream_calls": turn.usage.calls,
         }
         try:

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from proxy.execute.llm import ChatModel, Message, ModelReply
-
-KINDS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 @dataclass(slots=True)
 class Usage:
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     calls: int = 0
 
     def add(self, usage: object) -> None:
@@ -20,17 +19,20 @@ class Usage:
         if not isinstance(usage, Mapping):
             return
         self.calls += 1
-        for kind in KINDS:
-            value = usage.get(kind)
-            if isinstance(value, int) and value > 0:
-                self.counts[kind] += value
-        if not usage.get("total_tokens"):
-            self.counts["total_tokens"] = (
-                self.counts["prompt_tokens"] + self.counts["completion_tokens"]
-            )
+        self.prompt_tokens += _count(usage.get("prompt_tokens"))
+        self.completion_tokens += _count(usage.get("completion_tokens"))
 
     def as_openai(self) -> dict[str, int]:
-        return dict(self.counts)
+        """OpenAI's three counts; the total is the two others' sum, as OpenAI's is."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 class MeteredModel:
