@@ -17,21 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-
-from qdrant_client import QdrantClient
+from typing import TYPE_CHECKING
 
 from graph_store.models import Tool
 from graph_store.store import GraphStore, open_store
 from proxy.config import Settings
 from proxy.errors import ToolgraphError
-from proxy.plan.candidates import CandidateFinder, weights_from
-from proxy.plan.memory import PlanMemory
-from proxy.plan.planner import RequestPlanner
 from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
-from retriever.catalog import build_index, load_index
-from retriever.embedder import Encoder
-from retriever.qdrant_store import QdrantCatalog, collection_name, open_client
+
+if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
+    from qdrant_client import QdrantClient
+
+    from proxy.plan.memory import PlanMemory
+    from proxy.plan.planner import RequestPlanner
+    from retriever.embedder import Encoder
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +97,12 @@ class CatalogService:
             self.store.close()
 
     def _load(self, encoder: Encoder) -> Catalog:
+        from proxy.plan.candidates import CandidateFinder, weights_from
+        from proxy.plan.memory import PlanMemory
+        from proxy.plan.planner import RequestPlanner
+        from retriever.catalog import build_index, load_index
+        from retriever.qdrant_store import QdrantCatalog, collection_name, open_client
+
         settings = self._settings
         if self.store is None:
             self.store = open_store(settings)

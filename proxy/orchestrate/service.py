@@ -59,7 +59,6 @@ from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
 from proxy.orchestrate.traces import TraceStore, call_traces
 from proxy.orchestrate.usage import MeteredModel, Usage
 from proxy.plan.model import Plan
-from proxy.plan.policy import embed_subtasks
 from proxy.upstream import ModelRouter, Reply, Target, Upstream
 from retriever.conversation import message_text
 
@@ -411,6 +410,8 @@ class Orchestrator:
         return executed
 
     async def _remember_path(self, catalog: Catalog, plan: Plan, executed: ExecutedPlan) -> None:
+        from proxy.plan.policy import embed_subtasks  # with the catalog: loaded by now
+
         memory = catalog.memory
         if memory is None or not executed.run.ok or not plan.subtasks:
             return

@@ -1,7 +1,7 @@
 """evaluate_expression, calculate_integral and calculate_derivative, on SymPy.
 
 Each takes the JSON arguments of its OpenAI function and returns JSON; wrong or
-too costly arguments raise :class:`~proxy.tools.expressions.ToolInputError`.
+too costly arguments raise :class:`~proxy.tools.errors.ToolInputError`.
 They run inside the sandbox (``proxy.tools.sandbox``), never in the proxy itself.
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Mapping
 import sympy
 from pydantic import JsonValue
 
-from proxy.tools.expressions import ToolInputError, check_name, parse, variable_values
+from proxy.tools.errors import ToolInputError
+from proxy.tools.expressions import check_name, parse, variable_values
 
 MAX_ORDER = 10
 _DIGITS = 15

@@ -19,14 +19,12 @@ from collections.abc import Callable, Mapping
 
 import sympy
 
+from proxy.tools.errors import ToolInputError
+
 MAX_CHARS = 1000
 MAX_NODES = 400
 MAX_EXPONENT = 1000  # a larger literal exponent is refused: 9**9**9 has 370 million digits
 MAX_INT_DIGITS = 40
-
-
-class ToolInputError(ValueError):
-    """The arguments are wrong or too costly; the message says which and why."""
 
 
 #: SI values (CODATA 2018). ``e`` and ``E`` are Euler's number; the charge is ``q_e``.

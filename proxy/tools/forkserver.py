@@ -16,14 +16,17 @@ import signal
 import socket
 import struct
 import sys
-
-from proxy.tools import pack
+from collections.abc import Callable
 
 HEADER = struct.Struct("!Q")
 MAX_REQUEST_BYTES = 64 * 1024
 
 
 def main(argv: list[str]) -> int:
+    # Imported here, once, before any fork: the proxy imports this module for its
+    # constants only and must not load SymPy for them.
+    from proxy.tools import pack
+
     path, cpu_seconds, memory_mb = argv[0], int(argv[1]), int(argv[2])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -39,11 +42,13 @@ def main(argv: list[str]) -> int:
             connection, _ = listener.accept()
             if os.fork() == 0:
                 listener.close()
-                _serve_one(connection, cpu_seconds, memory_mb)
+                _serve_one(connection, cpu_seconds, memory_mb, pack.call_json)
             connection.close()
 
 
-def _serve_one(connection: socket.socket, cpu_seconds: int, memory_mb: int) -> None:
+def _serve_one(
+    connection: socket.socket, cpu_seconds: int, memory_mb: int, call: Callable[[bytes], bytes]
+) -> None:
     """In the child: never returns."""
     code = 1
     try:
@@ -52,7 +57,7 @@ def _serve_one(connection: socket.socket, cpu_seconds: int, memory_mb: int) -> N
         size = HEADER.unpack(_read(connection, HEADER.size))[0]
         if size > MAX_REQUEST_BYTES:
             return
-        reply = pack.call_json(_read(connection, size))
+        reply = call(_read(connection, size))
         connection.sendall(HEADER.pack(len(reply)) + reply)
         code = 0
     finally:

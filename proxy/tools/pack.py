@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from pydantic import JsonValue
 
 from proxy.tools.calculus import calculate_derivative, calculate_integral, evaluate_expression
-from proxy.tools.expressions import ToolInputError
+from proxy.tools.errors import ToolInputError
 from proxy.tools.simulation import run_simulation
 from proxy.tools.vectors import vector_operation
 

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import JsonValue
 
-from proxy.tools.expressions import CONSTANTS, ToolInputError
+from proxy.tools.errors import ToolInputError
+from proxy.tools.expressions import CONSTANTS
 
 SIM_TYPES = ("laplace2d", "point_charges", "wire_field", "wave_1d")
 MAX_GRID = 200

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 from pydantic import JsonValue
 
-from proxy.tools.expressions import ToolInputError
+from proxy.tools.errors import ToolInputError
 
 MAX_LENGTH = 1000
 OPERATIONS = (

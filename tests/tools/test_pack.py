@@ -8,7 +8,7 @@ import pytest
 from pydantic import JsonValue
 
 from proxy.tools import pack
-from proxy.tools.expressions import ToolInputError
+from proxy.tools.errors import ToolInputError
 
 
 def call(name: str, **arguments: JsonValue) -> dict[str, JsonValue]:
