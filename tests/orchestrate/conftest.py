@@ -43,6 +43,13 @@ class Brain:
     asked: Counter[str] = field(default_factory=Counter)
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (stage, user message)
 
+    def one_step(self, step: str, phrase: str, tool: str, arguments: dict[str, Any]) -> None:
+        """A plan of one sub-task, ``step``: its pick is ``tool`` and its arguments
+        ``arguments`` (both found by a ``phrase`` of the step)."""
+        self.plan = plan_of((step, []))
+        self.tools = {phrase: tool}
+        self.arguments = {phrase: arguments}
+
     def __call__(self, request: dict[str, Any]) -> Script | None:
         messages = request.get("messages") or []
         system = str(messages[0].get("content") or "") if messages else ""
@@ -131,6 +138,16 @@ def trace(server: ServerThread, trace_id: str) -> dict[str, Any]:
     response = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
     assert response.status_code == 200, response.text
     found: dict[str, Any] = response.json()
+    return found
+
+
+def only_call(server: ServerThread, messages: list[Any]) -> dict[str, Any]:
+    """Orchestrate ``messages`` (not streamed); the one call the request's trace holds."""
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=messages, extra_body=ORCHESTRATE
+    )
+    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    found: dict[str, Any] = call
     return found
 
 

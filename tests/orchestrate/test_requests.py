@@ -13,7 +13,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eval.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
-from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
+from tests.orchestrate.conftest import (
+    ORCHESTRATE,
+    Brain,
+    only_call,
+    sdk,
+    stream_parts,
+    trace,
+    user,
+)
 
 QUESTION = "Evaluate the expression 2*pi*50 numerically."
 
@@ -61,17 +69,13 @@ def test_a_hostile_expression_is_refused_and_the_proxy_answers_on(
     proxy: ServerThread, brain: Brain, expression: str, refusal: str
 ) -> None:
     brain.arguments["2*pi*50"] = {"expression": expression}
-    client = sdk(proxy)
-    raw = client.chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
-    )
-    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    call = only_call(proxy, user(QUESTION))
     assert call["outcome"] == "failed"
     assert refusal in call["error"]
     assert not Path("/tmp/toolgraph-pwned").exists()
     assert "s1 (evaluate_expression): failed" in brain.prompts[-1][1]
     brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}  # and the next request works
-    completion = client.chat.completions.create(
+    completion = sdk(proxy).chat.completions.create(
         model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
     )
     assert "314.159" in (completion.choices[0].message.content or "")
@@ -143,10 +147,7 @@ def test_a_follow_up_reuses_the_earlier_turns_results(proxy: ServerThread, brain
         {"role": "assistant", "content": answer},
         {"role": "user", "content": "Evaluate the expression 2*pi*50 again, to be sure."},
     ]
-    raw = client.chat.completions.with_raw_response.create(
-        model="fake-model", messages=follow_up, extra_body=ORCHESTRATE
-    )
-    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    call = only_call(proxy, follow_up)
     assert call["reused"] is True  # same tool, same arguments: answered from turn one
     assert call["outcome"] == "ok"
     arguments_prompt = [text for stage, text in brain.prompts if stage == "arguments"][-1]
@@ -154,11 +155,7 @@ def test_a_follow_up_reuses_the_earlier_turns_results(proxy: ServerThread, brain
     assert "Results from earlier in this conversation" in brain.prompts[-1][1]
     # another conversation with the same last message finds nothing to reuse
     other = [*user("hello"), {"role": "assistant", "content": answer}, follow_up[-1]]
-    raw = client.chat.completions.with_raw_response.create(
-        model="fake-model", messages=other, extra_body=ORCHESTRATE
-    )
-    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
-    assert call["reused"] is False
+    assert only_call(proxy, other)["reused"] is False
 
 
 def test_traces_replays_and_results_live_in_redis(
@@ -257,10 +254,7 @@ def test_arguments_that_never_validate_give_up_after_the_bounded_retries(
     proxy: ServerThread, brain: Brain
 ) -> None:
     brain.arguments["2*pi*50"] = {"expression": 2, "precision": "high"}  # wrong type, unknown
-    raw = sdk(proxy).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
-    )
-    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    call = only_call(proxy, user(QUESTION))
     assert call["outcome"] == "failed"
     assert call["attempts"] == 3
     assert brain.asked["arguments"] == 3

@@ -18,6 +18,7 @@ from tests.orchestrate.conftest import (
     Brain,
     LocalTools,
     http_tool,
+    only_call,
     plan_of,
     register,
     sdk,
@@ -64,9 +65,12 @@ def serve(
 
 def plan_the_mainframe(brain: Brain) -> None:
     """One call, to the tool that never answers."""
-    brain.plan = plan_of(("Fetch the records from the legacy mainframe", []))
-    brain.tools = {"mainframe": "legacy_mainframe"}
-    brain.arguments = {"mainframe": {"label": "records"}}
+    brain.one_step(
+        "Fetch the records from the legacy mainframe",
+        "mainframe",
+        "legacy_mainframe",
+        {"label": "records"},
+    )
 
 
 def test_independent_branches_run_in_parallel_and_their_join_after_both(
@@ -150,11 +154,8 @@ def test_a_tool_that_hangs_times_out_and_is_abandoned(
     server = serve(start_proxy, local_tools, call_timeout=1.0)
     plan_the_mainframe(brain)
     started = time.monotonic()
-    raw = sdk(server).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user("Fetch my records."), extra_body=ORCHESTRATE
-    )
+    call = only_call(server, user("Fetch my records."))
     took = time.monotonic() - started
-    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
     assert call["outcome"] == "timeout"
     assert took < 10
     assert "s1 (legacy_mainframe): timeout" in brain.prompts[-1][1]
@@ -241,9 +242,7 @@ def test_a_key_whose_request_still_runs_is_a_409_the_sdk_may_retry(
         assert "x-should-retry" not in second.headers
     _wait_for(lambda: local_tools.gone == 1)
     # the first client went away before its answer: the key is free for a new request
-    brain.plan = plan_of(("Evaluate 1+1", []))
-    brain.tools = {"Evaluate": "evaluate_expression"}
-    brain.arguments = {"1+1": {"expression": "1+1"}}
+    brain.one_step("Evaluate 1+1", "1+1", "evaluate_expression", {"expression": "1+1"})
     other = {"model": "fake-model", "messages": user("Evaluate 1+1."), **ORCHESTRATE}
     _wait_for(lambda: httpx.post(url, json=other, headers=headers, timeout=30).status_code == 200)
 
@@ -278,13 +277,8 @@ def test_a_catalog_tool_aimed_at_internal_addresses_is_refused_at_call_time(
     port = local_tools.url.rsplit(":", 1)[1]
     seed_catalog([http_tool("internal_status", "The internal status page", url.format(port=port))])
     server = start_proxy(planner={"policy": "llm", "top_k": 10, "memory_k": 0})
-    brain.plan = plan_of(("Read the internal status page", []))
-    brain.tools = {"status": "internal_status"}
-    brain.arguments = {"status": {"label": "all"}}
-    raw = sdk(server).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user("What does the status page say?"), extra_body=ORCHESTRATE
-    )
-    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    brain.one_step("Read the internal status page", "status", "internal_status", {"label": "all"})
+    call = only_call(server, user("What does the status page say?"))
     assert call["tool"] == "internal_status"
     assert call["outcome"] == "failed"
     assert refusal in call["error"]
@@ -295,9 +289,12 @@ def test_the_stream_stays_alive_while_tools_run(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
     server = serve(start_proxy, local_tools, orchestrate={"keepalive": 0.2})
-    brain.plan = plan_of(("Get the queue length at the Oslo office", []))
-    brain.tools = {"Oslo": "oslo_queue"}
-    brain.arguments = {"Oslo": {"label": "oslo", "seconds": 1.0}}
+    brain.one_step(
+        "Get the queue length at the Oslo office",
+        "Oslo",
+        "oslo_queue",
+        {"label": "oslo", "seconds": 1.0},
+    )
     body = {"model": "fake-model", "messages": user("Oslo queue?"), "stream": True, **ORCHESTRATE}
     with httpx.stream(
         "POST", f"{server.url}/v1/chat/completions", json=body, timeout=30
@@ -313,9 +310,7 @@ def test_a_tool_registered_after_the_catalog_loaded_is_planned_with(
     start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
 ) -> None:
     server = serve(start_proxy, local_tools)
-    brain.arguments = {"2*pi*50": {"expression": "2*pi*50"}}
-    brain.plan = plan_of(("Evaluate 2*pi*50", []))
-    brain.tools = {"Evaluate": "evaluate_expression"}
+    brain.one_step("Evaluate 2*pi*50", "2*pi*50", "evaluate_expression", {"expression": "2*pi*50"})
     sdk(server).chat.completions.create(  # loads the catalog
         model="fake-model", messages=user("Evaluate 2*pi*50."), extra_body=ORCHESTRATE
     )
@@ -323,13 +318,10 @@ def test_a_tool_registered_after_the_catalog_loaded_is_planned_with(
         server,
         [http_tool("tromso_queue", "Queue at the Tromso office", f"{local_tools.url}/sleep")],
     )
-    brain.plan = plan_of(("Get the queue at the Tromso office", []))
-    brain.tools = {"Tromso": "tromso_queue"}
-    brain.arguments = {"Tromso": {"label": "tromso"}}
-    raw = sdk(server).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user("Tromso queue?"), extra_body=ORCHESTRATE
+    brain.one_step(
+        "Get the queue at the Tromso office", "Tromso", "tromso_queue", {"label": "tromso"}
     )
-    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    call = only_call(server, user("Tromso queue?"))
     assert call["tool"] == "tromso_queue"
     assert call["outcome"] == "ok"
 
@@ -347,9 +339,7 @@ def test_tool_credentials_reach_the_tool_but_never_the_trace_or_an_llm(
             "credentials": [{"host": "127.0.0.1", "env": "ECHO_TOOL_KEY", "header": "x-api-key"}],
         },
     )
-    brain.plan = plan_of(("Read the status echo", []))
-    brain.tools = {"status": "echo_status"}
-    brain.arguments = {"status": {"label": "all"}}
+    brain.one_step("Read the status echo", "status", "echo_status", {"label": "all"})
     raw = sdk(server).chat.completions.with_raw_response.create(
         model="fake-model", messages=user("Status?"), extra_body=ORCHESTRATE
     )
