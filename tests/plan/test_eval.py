@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -62,23 +63,39 @@ def test_bad_arguments_are_refused(taskbench_dir: Path) -> None:
     assert main(["eval", "plan", "--dataset", "/nonexistent"]) == 2
 
 
-def test_the_llm_policy_runs_against_the_configured_upstream(
+RunPolicy = Callable[[str], dict[str, float]]
+
+
+@pytest.fixture
+def run_policy(
     taskbench_dir: Path, tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> RunPolicy:
+    """``toolgraph eval plan --policy P`` against the fake upstream; P's scores."""
     monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
     monkeypatch.setenv("TOOLGRAPH_UPSTREAM_API_KEY", "sk-test-0123456789")
+
+    def run(policy: str) -> dict[str, float]:
+        out = tmp_path / f"{policy}.json"
+        code = main(
+            ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", policy, "--k", "3",
+             "--model", "fake-model", "--json", str(out), "--quiet",
+             "--cache-dir", str(tmp_path / "cache")]
+        )  # fmt: skip
+        assert code == 0
+        scores: dict[str, float] = json.loads(out.read_text())[policy]
+        return scores
+
+    return run
+
+
+def test_the_llm_policy_runs_against_the_configured_upstream(
+    upstream: FakeUpstream, run_policy: RunPolicy
+) -> None:
     pick = Script(text=json.dumps({"choice": 1, "reason": "fits"}))
     done = Script(text=json.dumps({"verdict": "success"}))
     # Three requests of 3, 2 and 1 sub-tasks: a pick each, then one reflection.
     upstream.enqueue(pick, pick, pick, done, pick, pick, done, pick, done)
-    out = tmp_path / "llm.json"
-    code = main(
-        ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "llm", "--k", "3",
-         "--model", "fake-model", "--json", str(out), "--quiet",
-         "--cache-dir", str(tmp_path / "cache")]
-    )  # fmt: skip
-    assert code == 0
-    scores = json.loads(out.read_text())["llm"]
+    scores = run_policy("llm")
     assert scores["llm_calls"] == pytest.approx(3.0)
     assert scores["fallback_share"] == 0
     assert scores["node_f1@3"] == pytest.approx(100.0)
@@ -91,27 +108,18 @@ def test_llm_steps_need_the_llm_policy(taskbench_dir: Path) -> None:
 
 
 def test_the_vanilla_baseline_asks_once_per_request_and_keeps_to_the_list(
-    taskbench_dir: Path, tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+    upstream: FakeUpstream, run_policy: RunPolicy
 ) -> None:
-    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
-    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_API_KEY", "sk-test-0123456789")
     upstream.enqueue(
         Script(text=json.dumps({"choices": {"s1": 1, "s2": 99, "s3": "send_sms"}})),
         Script(text="not json"),
         Script(text=json.dumps({"choices": {"s1": 0}})),
     )
-    out = tmp_path / "vanilla.json"
-    code = main(
-        ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "vanilla", "--k", "3",
-         "--model", "fake-model", "--json", str(out), "--quiet",
-         "--cache-dir", str(tmp_path / "cache")]
-    )  # fmt: skip
-    assert code == 0
+    scores = run_policy("vanilla")
     assert len(upstream.requests) == 3
     first = "\n".join(m["content"] for m in upstream.requests[0].body["messages"])
     assert "- s2: book a seat on the flight for Li Lei" in first
     assert "1. flight_search" in first
-    scores = json.loads(out.read_text())["vanilla"]
     # Request 1: only s1 gets a tool (99 is out of range, a name is no number).
     assert scores["llm_calls"] == pytest.approx(1.0)
     assert scores["candidate_recall@3"] > 0
@@ -119,10 +127,8 @@ def test_the_vanilla_baseline_asks_once_per_request_and_keeps_to_the_list(
 
 
 def test_the_react_baseline_asks_once_per_step_and_carries_its_history(
-    taskbench_dir: Path, tmp_path: Path, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+    upstream: FakeUpstream, run_policy: RunPolicy
 ) -> None:
-    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_BASE_URL", upstream.base_url)
-    monkeypatch.setenv("TOOLGRAPH_UPSTREAM_API_KEY", "sk-test-0123456789")
     upstream.enqueue(
         Script(text=json.dumps({"thought": "flights come first", "action": 1})),
         Script(text="I would book it"),  # no JSON: the step gets no tool
@@ -131,13 +137,7 @@ def test_the_react_baseline_asks_once_per_step_and_carries_its_history(
         Script(text=json.dumps({"thought": "out of range", "action": 99})),
         Script(text=json.dumps({"thought": "stocks", "action": 1})),
     )
-    out = tmp_path / "react.json"
-    code = main(
-        ["eval", "plan", "--dataset", str(taskbench_dir), "--policy", "react", "--k", "3",
-         "--model", "fake-model", "--json", str(out), "--quiet",
-         "--cache-dir", str(tmp_path / "cache")]
-    )  # fmt: skip
-    assert code == 0
+    scores = run_policy("react")
     assert len(upstream.requests) == 6  # one per gold step of three requests: 3 + 2 + 1
     prompts = ["\n".join(m["content"] for m in r.body["messages"]) for r in upstream.requests]
     assert "(nothing yet)" in prompts[0]
@@ -147,6 +147,5 @@ def test_the_react_baseline_asks_once_per_step_and_carries_its_history(
     assert "Observation: flight_search was chosen" in prompts[1]
     assert "Action: s2 -> none" in prompts[2]
     assert "(nothing yet)" in prompts[3]  # a new request starts a new history
-    scores = json.loads(out.read_text())["react"]
     assert scores["llm_calls"] == pytest.approx(2.0)
     assert scores["node_f1@3"] > 0
