@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from proxy.execute.arguments import parse_object
-from proxy.execute.llm import ChatModel, Message
+from proxy.execute.llm import ChatModel, Message, ModelReply
 
 _PROMPTS = Path(__file__).parent / "prompts"
 
@@ -28,18 +28,18 @@ class CountedModel:
     model: ChatModel
     calls: int = 0
     tokens: int = 0
-    truncated: bool = False  # the last reply was cut at its token bound
 
-    async def ask(self, messages: list[Message], max_tokens: int = 512, json: bool = True) -> str:
-        """The model's answer; ``json`` (every planner prompt wants one JSON object) asks
-        for JSON mode, which servers like llama.cpp enforce with a grammar."""
+    async def answer(
+        self, messages: list[Message], max_tokens: int = 512, json: bool = True
+    ) -> ModelReply:
+        """The model's reply, counted; ``json`` (every planner prompt wants one JSON
+        object) asks for JSON mode, which servers like llama.cpp enforce with a grammar."""
         self.calls += 1
         reply = await self.model.reply(messages, max_tokens=max_tokens, json=json)
         self.tokens += reply.usage.get("total_tokens", 0)
-        self.truncated = reply.truncated
-        return reply.text
+        return reply
 
     async def ask_object(
         self, messages: list[Message], max_tokens: int = 512
     ) -> dict[str, JsonValue] | None:
-        return parse_object(await self.ask(messages, max_tokens))
+        return parse_object((await self.answer(messages, max_tokens)).text)

@@ -44,11 +44,12 @@ async def decompose(
     ]
     problems: list[str] = []
     for attempt in range(1, retries + 2):
-        text = await model.ask(messages, max_tokens=MAX_TOKENS)
+        reply = await model.answer(messages, max_tokens=MAX_TOKENS)
+        text = reply.text
         result, problems = read_decomposition(text, categories)
         if result is not None:
             return Decomposition(result.subtasks, result.no_tools, attempt)
-        if model.truncated:  # a runaway answer: feedback will not bring it back
+        if reply.truncated:  # a runaway answer: feedback will not bring it back
             raise PlanningFailed(
                 f"the decomposition ran past its {MAX_TOKENS}-token bound: " + "; ".join(problems)
             )
