@@ -7,9 +7,15 @@ Two checks, both on every hop of every request (redirects included):
   sent;
 * every address the name resolves to must be public unless private networks are
   allowed: loopback, private, link-local (cloud metadata at 169.254.169.254),
-  shared, reserved and multicast ranges are refused. The check runs inside the
-  connection itself (:class:`GuardedBackend`), which then connects to the address
-  it checked, so a name that resolves to something else a moment later (DNS
+  shared, reserved and multicast ranges are refused. An IPv6 address that carries
+  an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``,
+  IPv4-translated ``::ffff:0:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``,
+  Teredo ``2001::/32``, an ISATAP interface identifier ``…:5efe:a.b.c.d``) is judged
+  by the IPv4 it carries too, since a translator or tunnel on the way delivers it
+  there; the local-use NAT64 prefix ``64:ff9b:1::/48`` is not public at all (its
+  operator picks where the IPv4 sits). The check runs inside the connection
+  itself (:class:`GuardedBackend`), which then connects to the address it
+  checked, so a name that resolves to something else a moment later (DNS
   rebinding) cannot slip through.
 """
 
@@ -83,9 +89,46 @@ class EgressPolicy:
 
 
 def is_public(address: IPAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    """Whether ``address``, and every IPv4 address embedded in it, is public."""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:  # the IPv4 address itself, spelt as IPv6
+            return is_public(address.ipv4_mapped)
+        if address in _NAT64_LOCAL:
+            return False
+        if not all(is_public(inner) for inner in embedded_ipv4(address)):
+            return False
     return address.is_global and not address.is_multicast
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses that traffic to ``address`` may be delivered to."""
+    found = [address.ipv4_mapped] if address.ipv4_mapped is not None else []
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)  # the Teredo server and the client's NAT address
+    last = ipaddress.IPv4Address(int(address) & 0xFFFF_FFFF)
+    if any(address in network for network in _LAST_32_BITS) or _is_isatap(address):
+        found.append(last)
+    return found
+
+
+# Address blocks whose last 32 bits are an IPv4 address a translator delivers to:
+# IPv4-compatible (RFC 4291, deprecated), IPv4-translated (RFC 2765) and the
+# well-known NAT64 prefix (RFC 6052).
+_LAST_32_BITS = (
+    ipaddress.IPv6Network("::/96"),
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),
+    ipaddress.IPv6Network("64:ff9b::/96"),
+)
+# Local-use NAT64 (RFC 8215): not globally reachable, and the IPv4 address may sit
+# at any of RFC 6052's positions, as its operator chose.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+_ISATAP_MASK, _ISATAP_ID = 0xFDFF_FFFF, 0x0000_5EFE  # ignoring the u bit (RFC 5214)
+
+
+def _is_isatap(address: ipaddress.IPv6Address) -> bool:
+    return (int(address) >> 32) & _ISATAP_MASK == _ISATAP_ID
 
 
 def _matches(name: str, rule: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import time
 from collections.abc import AsyncIterator
 
@@ -12,7 +13,7 @@ from pydantic import JsonValue
 from graph_store.models import Endpoint, ParamLocation, Provenance, Tool
 from proxy.config import Executor, ToolCredential
 from proxy.errors import EgressDenied, ToolError, ToolInputRejected, ToolResponseTooLarge
-from proxy.execute.egress import EgressPolicy
+from proxy.execute.egress import EgressPolicy, is_public
 from proxy.execute.invocation import HttpInvoker, Invoker, PythonTools, make_http_client
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.runner import CatalogRunner
@@ -162,6 +163,10 @@ async def test_a_missing_path_parameter_is_refused(tools_server: ToolServer) -> 
         "http://[::ffff:127.0.0.1]:{port}/echo",
         "http://10.0.0.1/internal",
         "http://0.0.0.0:{port}/echo",
+        "http://[64:ff9b::7f00:1]:{port}/echo",
+        "http://[2002:7f00:1::1]:{port}/echo",
+        "http://[::127.0.0.1]:{port}/echo",
+        "http://[::ffff:0:a9fe:a9fe]/latest/meta-data/",
     ],
 )
 async def test_the_default_policy_refuses_ssrf(tools_server: ToolServer, url: str) -> None:
@@ -205,6 +210,48 @@ async def test_every_resolved_address_is_checked() -> None:
         return ["93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c"]
 
     assert len(await EgressPolicy(resolver=public).addresses("example.com", 443)) == 2
+
+
+# Each carries a private IPv4 address that a NAT64 translator, a 6to4, Teredo or
+# ISATAP tunnel, or a dual stack would deliver to.
+EMBEDDING_PRIVATE_IPV4 = [
+    "64:ff9b::a9fe:a9fe",  # NAT64 well-known prefix: 169.254.169.254
+    "64:ff9b::10.0.0.1",
+    "64:ff9b:1::a00:1",  # NAT64 local-use prefix (RFC 8215)
+    "64:ff9b:1:a00:1::",  # … with the IPv4 address at its /48 position
+    "2002:a00:1::1",  # 6to4: 10.0.0.1
+    "2002:c0a8:101:1::1",  # 6to4: 192.168.1.1
+    "::10.0.0.1",  # IPv4-compatible
+    "::127.0.0.1",
+    "::ffff:0:10.0.0.1",  # IPv4-translated (SIIT)
+    "2001:0:4136:e378:8000:63bf:f5ff:fffe",  # Teredo client 10.0.0.1
+    "2001:0:a00:1::1",  # Teredo server 10.0.0.1
+    "2606:4700::200:5efe:a00:1",  # ISATAP identifier in a global prefix: 10.0.0.1
+    "2606:4700::5efe:c0a8:101",
+    "::ffff:127.0.0.1",  # IPv4-mapped
+]
+
+
+@pytest.mark.parametrize("address", EMBEDDING_PRIVATE_IPV4)
+async def test_an_ipv6_address_carrying_a_private_ipv4_is_refused(address: str) -> None:
+    assert not is_public(ipaddress.ip_address(address))
+    with pytest.raises(EgressDenied, match="non-public address"):
+        EgressPolicy().check_host(f"[{address}]")
+
+    async def dns64(host: str, port: int) -> list[str]:
+        return [address]
+
+    with pytest.raises(EgressDenied, match="non-public address"):
+        await EgressPolicy(resolver=dns64).addresses("internal.example", 80)
+    EgressPolicy(allow_private=True).check_host(address)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "2606:4700::200:5efe:808:808"],
+)
+def test_an_ipv6_address_carrying_a_public_ipv4_stays_public(address: str) -> None:
+    assert is_public(ipaddress.ip_address(address))
 
 
 def test_the_allow_list_matches_names_and_wildcards() -> None:

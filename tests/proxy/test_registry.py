@@ -148,7 +148,9 @@ def test_an_unreachable_endpoint_is_refused_and_nothing_stored(
     assert call(registry, "GET").json()["data"] == []
 
 
-@pytest.mark.parametrize("target", ["127.0.0.1", "169.254.169.254"])
+@pytest.mark.parametrize(
+    "target", ["127.0.0.1", "169.254.169.254", "[64:ff9b::7f00:1]", "[2002:a9fe:a9fe::1]"]
+)
 def test_the_test_call_obeys_the_egress_policy(start_proxy: Any, target: str) -> None:
     server: ServerThread = start_proxy(admin_key=ADMIN, executor={"retries": 0, "call_timeout": 2})
     spec = weather_spec(f"http://{target}:{free_port()}")
