@@ -4,9 +4,7 @@ by what it asks, local HTTP tools on loopback, and the SDK."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import re
 import threading
 from collections import Counter
 from collections.abc import Iterator
@@ -18,87 +16,12 @@ import openai
 import pytest
 from aiohttp import web
 
-from eval.fake_upstream import FakeUpstream, Script
+from eval.brain import Brain
+from eval.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread
 
 ORCHESTRATE: dict[str, Any] = {"toolgraph": {"mode": "orchestrate"}}
 PROGRESS: dict[str, Any] = {"toolgraph": {"mode": "orchestrate", "progress": True}}
-RESULT = re.compile(r'<result id="([^"]+)">\n(.*?)\n</result>', re.DOTALL)
-
-
-@dataclass
-class Brain:
-    """The upstream model, scripted per prompt: which stage asks, and about what.
-
-    ``arguments`` maps a phrase of a sub-task to the JSON the argument writer gets;
-    ``plan`` is the decomposition (LLM policy), ``tools`` the tool each sub-task's
-    pick names (by a phrase of the sub-task). The answer quotes every result it was
-    shown, so a test can see what reached the answering call.
-    """
-
-    arguments: dict[str, Any] = field(default_factory=dict)
-    plan: dict[str, Any] | None = None
-    tools: dict[str, str] = field(default_factory=dict)
-    answer_script: Script | None = None
-    asked: Counter[str] = field(default_factory=Counter)
-    prompts: list[tuple[str, str]] = field(default_factory=list)  # (stage, user message)
-
-    def one_step(self, step: str, phrase: str, tool: str, arguments: dict[str, Any]) -> None:
-        """A plan of one sub-task, ``step``: its pick is ``tool`` and its arguments
-        ``arguments`` (both found by a ``phrase`` of the step)."""
-        self.plan = plan_of((step, []))
-        self.tools = {phrase: tool}
-        self.arguments = {phrase: arguments}
-
-    def __call__(self, request: dict[str, Any]) -> Script | None:
-        messages = request.get("messages") or []
-        system = str(messages[0].get("content") or "") if messages else ""
-        user = str(messages[1].get("content") or "") if len(messages) > 1 else ""
-        stage = _stage(system)
-        self.asked[stage] += 1
-        self.prompts.append((stage, user if stage != "answer" else system))
-        if stage == "arguments":
-            task = re.search(r"Sub-task: (.*)", user)
-            text = task.group(1) if task else ""
-            for phrase, arguments in self.arguments.items():
-                if phrase in text:
-                    return _json(arguments)
-            return _json({"missing": ["expression"], "question": "Which expression?"})
-        if stage == "decompose" and self.plan is not None:
-            return _json(self.plan)
-        if stage == "pick":
-            step = re.search(r"Step (\S+): (.*)", user)
-            listed = dict(re.findall(r"^(\d+)\. (\w+)", user, re.MULTILINE))
-            wanted = next(
-                (tool for phrase, tool in self.tools.items() if step and phrase in step.group(2)),
-                None,
-            )
-            number = next((int(n) for n, name in listed.items() if name == wanted), 0)
-            return _json({"choice": number, "reason": "scripted"})
-        if stage == "reflect":
-            return _json({"verdict": "success", "reason": "scripted"})
-        if stage == "answer":
-            if self.answer_script is not None:
-                return self.answer_script
-            results = "; ".join(f"{i}={text}" for i, text in RESULT.findall(system))
-            return Script(text=f"Answer from the results: {results or 'none'}")
-        return None
-
-
-def _stage(system: str) -> str:
-    starts = {
-        "You write the arguments": "arguments",
-        "You answer the user's last message": "answer",
-        "You plan how to answer": "decompose",
-        "You choose the tool for one step": "pick",
-        "You check a plan": "reflect",
-        "You decide which fields": "fields",
-    }
-    return next((stage for start, stage in starts.items() if system.startswith(start)), "other")
-
-
-def _json(value: object) -> Script:
-    return Script(text=json.dumps(value))
 
 
 @pytest.fixture
@@ -263,16 +186,6 @@ def register(server: ServerThread, specs: list[dict[str, Any]]) -> None:
         timeout=30,
     )
     assert response.status_code == 201, response.text
-
-
-def plan_of(*steps: tuple[str, list[str]]) -> dict[str, Any]:
-    """A decomposition: (sub-task text, needs) per step, ids s1, s2, …, any category."""
-    return {
-        "subtasks": [
-            {"id": f"s{i}", "text": text, "needs": needs}
-            for i, (text, needs) in enumerate(steps, 1)
-        ]
-    }
 
 
 def seed_catalog(specs: list[dict[str, Any]]) -> None:

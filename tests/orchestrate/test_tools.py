@@ -10,6 +10,7 @@ import time
 import httpx
 import pytest
 
+from eval.brain import plan_of
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import (
     ADMIN,
@@ -19,7 +20,6 @@ from tests.orchestrate.conftest import (
     LocalTools,
     http_tool,
     only_call,
-    plan_of,
     register,
     sdk,
     seed_catalog,
