@@ -28,28 +28,48 @@ FUNCTIONS: dict[str, Function] = {
 }
 
 
-def call(name: str, arguments: Mapping[str, JsonValue]) -> JsonValue:
+def call(
+    name: str, arguments: Mapping[str, JsonValue], functions: Mapping[str, Function] = FUNCTIONS
+) -> JsonValue:
     """Run one tool in this process (the sandbox's child, or a test)."""
-    function = FUNCTIONS.get(name)
+    function = functions.get(name)
     if function is None:
         raise ToolInputError(f"no built-in tool named {name}")
     return finite(function(arguments))
 
 
-def call_json(payload: bytes) -> bytes:
-    """``{"name", "arguments"}`` in, ``{"result"}`` or ``{"error", "kind"}`` out."""
+def call_json(
+    payload: bytes,
+    out_of_memory: Callable[[], bool] = lambda: False,
+    functions: Mapping[str, Function] = FUNCTIONS,
+) -> bytes:
+    """``{"name", "arguments"}`` in, ``{"result"}`` or ``{"error", "kind"}`` out.
+
+    ``out_of_memory`` tells whether this process reached its memory limit. A C
+    extension whose allocation fails does not always raise :class:`MemoryError`
+    (SymPy's ``SystemError: … returned NULL without setting an exception``), so any
+    error raised once the limit was reached counts as running out of memory.
+    """
     try:
         request = json.loads(payload)
-        reply: dict[str, JsonValue] = {"result": call(request["name"], request["arguments"])}
+        result = call(request["name"], request["arguments"], functions)
+        reply: dict[str, JsonValue] = {"result": result}
     except ToolInputError as exc:
         reply = {"error": str(exc), "kind": "input"}
     except MemoryError:
-        reply = {"error": "the computation needed too much memory", "kind": "input"}
+        reply = _OUT_OF_MEMORY
     except RecursionError:
         reply = {"error": "the expression is nested too deeply", "kind": "input"}
     except Exception as exc:  # the child's outermost edge: report, never crash silently
-        reply = {"error": f"{type(exc).__name__}: {exc}"[:500], "kind": "internal"}
+        internal: dict[str, JsonValue] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+        reply = _OUT_OF_MEMORY if out_of_memory() else {**internal, "kind": "internal"}
     return json.dumps(reply, allow_nan=False).encode()
+
+
+_OUT_OF_MEMORY: dict[str, JsonValue] = {
+    "error": "the computation needed too much memory",
+    "kind": "input",
+}
 
 
 def finite(value: JsonValue) -> JsonValue:

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
 import signal
+import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
+from pydantic import JsonValue
 
 from proxy.errors import ToolInputRejected, ToolTimeout
+from proxy.tools import forkserver, pack
 from proxy.tools.sandbox import Sandbox
 
 
@@ -103,6 +108,52 @@ async def test_a_memory_hungry_call_dies_alone() -> None:
         assert result["iterations"] == 50
     finally:
         await box.aclose()
+
+
+def swallow_memory_error(arguments: Mapping[str, JsonValue]) -> JsonValue:
+    """Like a C extension whose allocation failed: it reports something else."""
+    blocks = []
+    try:
+        while True:
+            blocks.append(bytearray(1024 * 1024))
+    except MemoryError:
+        blocks.clear()
+    raise SystemError("returned NULL without setting an exception")
+
+
+def serve_in_a_child(call: forkserver.Call, request: dict[str, JsonValue]) -> JsonValue:
+    """One call through the fork server's child side, under its real limits."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:  # the child never returns from _serve_one
+        ours.close()
+        forkserver._serve_one(theirs, 10, 256, call)
+    theirs.close()
+    try:
+        payload = json.dumps(request).encode()
+        forkserver._read(ours, forkserver.HEADER.size)  # its pid
+        ours.sendall(forkserver.HEADER.pack(len(payload)) + payload)
+        size = forkserver.HEADER.unpack(forkserver._read(ours, forkserver.HEADER.size))[0]
+        reply: JsonValue = json.loads(forkserver._read(ours, size))
+    finally:
+        ours.close()
+        os.waitpid(pid, 0)
+    return reply
+
+
+def test_an_error_raised_once_memory_ran_out_is_a_memory_error() -> None:
+    hungry = functools.partial(pack.call_json, functions={"hungry": swallow_memory_error})
+    reply = serve_in_a_child(hungry, {"name": "hungry", "arguments": {}})
+    assert reply == {"error": "the computation needed too much memory", "kind": "input"}
+
+
+def test_an_error_with_memory_to_spare_stays_internal() -> None:
+    def failing(arguments: Mapping[str, JsonValue]) -> JsonValue:
+        raise SystemError("a bug")
+
+    broken = functools.partial(pack.call_json, functions={"broken": failing})
+    reply = serve_in_a_child(broken, {"name": "broken", "arguments": {}})
+    assert reply == {"error": "SystemError: a bug", "kind": "internal"}
 
 
 async def test_closing_stops_the_fork_server(sandbox: Sandbox) -> None:
