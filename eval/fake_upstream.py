@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from proxy import json_codec
+
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -167,7 +169,7 @@ class FakeUpstream:
             for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
         }
         body = await _read_body(reader, headers)
-        parsed = orjson.loads(body) if body else None
+        parsed = json_codec.loads(body) if body else None  # big integers exact
         if self.record:
             self.requests.append(RecordedRequest(method, path, headers, parsed))
         if path.endswith("/models") and method == "GET":

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
+from proxy import json_codec
 
 
 class ToolgraphError(Exception):
@@ -71,7 +71,7 @@ class ToolgraphError(Exception):
         }
 
     def to_json(self, secrets: Iterable[str] = ()) -> bytes:
-        return orjson.dumps(self.to_dict(secrets))
+        return json_codec.dumps(self.to_dict(secrets))
 
     def to_sse(self, secrets: Iterable[str] = ()) -> bytes:
         """The error as the last event of a stream that has already started."""

@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import orjson
 from starlette.responses import Response
 
+from proxy import json_codec
 from proxy.errors import ToolgraphError
 
 
 class JSONResponse(Response):
-    """JSON encoded with orjson (FastAPI's own ORJSONResponse is deprecated)."""
+    """JSON encoded by the proxy's codec (FastAPI's own ORJSONResponse is deprecated)."""
 
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return json_codec.dumps(content)
 
 
 def error_response(error: ToolgraphError, secrets: Iterable[str] = ()) -> Response:

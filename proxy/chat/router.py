@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from proxy import json_codec
 from proxy.auth import authenticate
 from proxy.chat.protocol import parse_request
 from proxy.chat.service import ChatService
@@ -66,8 +66,8 @@ def decode_json(raw: bytes) -> Any:
     if not raw:
         raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return json_codec.loads(raw)
+    except json_codec.DecodeError as exc:
         raise InvalidRequest(
             f"the request body is not valid JSON: {exc.msg} "
             f"(line {exc.lineno}, column {exc.colno})",

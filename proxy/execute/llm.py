@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
+from proxy import json_codec
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError
 from proxy.upstream import Target, Upstream
@@ -61,10 +60,10 @@ class UpstreamModel:
             body["response_format"] = {"type": "json_object"}
         answer = await self._upstream.complete(self._target, body, None, self._context)
         try:
-            payload = orjson.loads(answer.content)
+            payload = json_codec.loads(answer.content)
             choice = payload["choices"][0]
             text = choice["message"]["content"] or ""
-        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        except (json_codec.DecodeError, KeyError, IndexError, TypeError):
             raise UpstreamError("the upstream's answer was not a chat completion") from None
         usage = payload.get("usage") or {}
         counts = {k: v for k, v in usage.items() if isinstance(v, int)}

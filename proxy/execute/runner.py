@@ -13,10 +13,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-import orjson
 from pydantic import JsonValue
 
 from graph_store.models import Tool
+from proxy import json_codec
 from proxy.errors import ToolError
 from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressor
@@ -96,4 +96,4 @@ _ABSENT: JsonValue = {"\0absent": True}
 
 def call_key(tool: str, arguments: Mapping[str, JsonValue]) -> str:
     """One call's identity: the tool and its arguments, key order ignored."""
-    return tool + "\0" + orjson.dumps(dict(arguments), option=orjson.OPT_SORT_KEYS).decode()
+    return tool + "\0" + json_codec.dumps(dict(arguments), sort_keys=True).decode()

@@ -13,9 +13,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import JsonValue
 
+from proxy import json_codec
 from proxy.execute.arguments import quote_result
 from proxy.execute.service import ExecutedPlan
 from proxy.orchestrate.conversation import EarlierCall
@@ -148,7 +148,7 @@ class ChunkWriter:
 
 
 def event(payload: Mapping[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
+    return b"data: " + json_codec.dumps(payload) + b"\n\n"
 
 
 def data_fields(events: bytes) -> Iterator[bytes]:

@@ -16,9 +16,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-import orjson
 from pydantic import JsonValue
 
+from proxy import json_codec
 from proxy.execute.runner import call_key
 from proxy.kv import KeyValue
 from retriever.conversation import message_text
@@ -62,7 +62,7 @@ class ConversationResults:
         for index in reversed(answers[-LOOK_BACK:]):
             raw = await self._store.get(_key(messages[: index + 1], client))
             if raw is not None:
-                return [_decode(item) for item in orjson.loads(raw) if isinstance(item, dict)]
+                return [_decode(item) for item in json_codec.loads(raw) if isinstance(item, dict)]
         return []
 
     async def remember(
@@ -81,13 +81,13 @@ class ConversationResults:
             kept[call.key()] = call
         newest = list(kept.values())[-self.limit :]
         history = [*messages, {"role": "assistant", "content": answer}]
-        data = orjson.dumps([call.as_json() for call in newest])
+        data = json_codec.dumps([call.as_json() for call in newest])
         await self._store.put(_key(history, client), data, self._ttl)
 
 
 def _key(messages: Sequence[Mapping[str, JsonValue]], client: str) -> str:
     turns = [(str(m.get("role")), message_text(m)) for m in messages]
-    digest = hashlib.sha256(orjson.dumps([client, turns])).hexdigest()
+    digest = hashlib.sha256(json_codec.dumps([client, turns])).hexdigest()
     return f"turn:{digest}"
 
 

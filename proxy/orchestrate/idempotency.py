@@ -17,8 +17,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-import orjson
-
+from proxy import json_codec
 from proxy.errors import Conflict, InvalidRequest
 from proxy.kv import KeyValue
 
@@ -37,7 +36,7 @@ class Stored:
     events: list[bytes] | None = None
 
     def encode(self, fingerprint: str) -> bytes:
-        return orjson.dumps(
+        return json_codec.dumps(
             {
                 "state": "done",
                 "fingerprint": fingerprint,
@@ -86,13 +85,13 @@ class IdempotencyKeys:
             )
         scoped = "idem:" + hashlib.sha256(f"{client}\0{key}".encode()).hexdigest()
         fingerprint = hashlib.sha256(body).hexdigest()
-        running = orjson.dumps({"state": "running", "fingerprint": fingerprint})
+        running = json_codec.dumps({"state": "running", "fingerprint": fingerprint})
         if await self._store.add(scoped, running, self._ttl):
             return Claim(scoped, fingerprint)
         raw = await self._store.get(scoped)
         if raw is None:  # expired between the two calls: claim it again
             return await self.claim(key, client, body)
-        found = orjson.loads(raw)
+        found = json_codec.loads(raw)
         if found.get("fingerprint") != fingerprint:
             raise Conflict(
                 "this Idempotency-Key was already used with a different request body",

@@ -26,10 +26,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from pydantic import JsonValue
 
-from proxy import metrics
+from proxy import json_codec, metrics
 from proxy.chat.protocol import ChatCompletionRequest
 from proxy.chat.service import Upstreams, within
 from proxy.config import Settings
@@ -230,7 +229,7 @@ class Orchestrator:
             text = _message_content(payload)
         turn.trace["answer"] = {"kind": "question" if prepared.question else "answer"}
         await self._after_answer(turn, prepared, text)
-        return Reply(orjson.dumps(payload), turn.headers)
+        return Reply(json_codec.dumps(payload), turn.headers)
 
     # --- streamed -------------------------------------------------------------------
 
@@ -338,7 +337,7 @@ class Orchestrator:
                 for data in data_fields(events):
                     if data == b"[DONE]":
                         continue
-                    chunk = orjson.loads(data)
+                    chunk = json_codec.loads(data)
                     if not isinstance(chunk, dict):
                         continue
                     if "error" in chunk:  # the upstream's own mid-stream error: pass it on
@@ -512,8 +511,8 @@ def _silent(text: str) -> None:
 
 def _completion_payload(content: bytes) -> dict[str, Any]:
     try:
-        payload = orjson.loads(content)
-    except orjson.JSONDecodeError:
+        payload = json_codec.loads(content)
+    except json_codec.DecodeError:
         payload = None
     if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
         raise UpstreamError("the upstream's answer was not a chat completion")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import orjson
 from pydantic import JsonValue
 
+from proxy import json_codec
 from proxy.errors import redact
 from proxy.execute.scheduler import CallRecord
 from proxy.execute.service import ExecutedPlan
@@ -27,7 +27,7 @@ class TraceStore:
         self._secrets = tuple(secrets)
 
     async def put(self, trace_id: str, trace: dict[str, JsonValue]) -> None:
-        text = orjson.dumps(trace, default=str).decode()
+        text = json_codec.dumps(trace, default=str).decode()
         await self._store.put(f"trace:{trace_id}", redact(text, self._secrets).encode(), self._ttl)
 
     async def get(self, trace_id: str) -> bytes | None:

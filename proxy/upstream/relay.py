@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import aiohttp
-import orjson
 from yarl import URL
 
+from proxy import json_codec
 from proxy.config import Timeouts
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError, UpstreamError, UpstreamTimeout, UpstreamUnreachable
@@ -97,7 +97,7 @@ class RelayUpstream:
         key = target.api_key or context.client_key
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        content = raw if raw is not None else orjson.dumps(body)
+        content = raw if raw is not None else json_codec.dumps(body)
         url = URL(f"{target.base_url}/chat/completions", encoded=True)
         return self._session.post(url, data=content, headers=headers)
 
@@ -157,8 +157,8 @@ def translate(
 def error_from_response(status: int, content: bytes, headers: Mapping[str, str]) -> UpstreamError:
     """The upstream's own error: its status, type, code, param, message and retry headers."""
     try:
-        payload = orjson.loads(content)
-    except orjson.JSONDecodeError:
+        payload = json_codec.loads(content)
+    except json_codec.DecodeError:
         payload = None
     detail = payload.get("error") if isinstance(payload, dict) else None
     if isinstance(detail, str):
@@ -193,8 +193,8 @@ def _str_or_none(value: object) -> str | None:
 
 def _count_usage(model: str, content: bytes) -> None:
     try:
-        usage = orjson.loads(content).get("usage")
-    except (orjson.JSONDecodeError, AttributeError):
+        usage = json_codec.loads(content).get("usage")
+    except (json_codec.DecodeError, AttributeError):
         return
     record_usage(model, usage)
 
@@ -203,6 +203,6 @@ def _count_stream_usage(model: str, events: bytes) -> None:
     for event in events.split(b"\n\n"):
         if event.startswith(b"data: {") and b'"usage":{' in event:
             try:
-                record_usage(model, orjson.loads(event[6:]).get("usage"))
-            except (orjson.JSONDecodeError, AttributeError):
+                record_usage(model, json_codec.loads(event[6:]).get("usage"))
+            except (json_codec.DecodeError, AttributeError):
                 continue

@@ -11,8 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-import orjson
-
+from proxy import json_codec
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from proxy.upstream.base import Reply, observe_wait, record_usage
@@ -39,7 +38,7 @@ class LiteLLMUpstream:
         response = await self._call(target, body, context, started)
         payload = _clean(response.model_dump())
         record_usage(target.litellm_model, payload.get("usage"))
-        return Reply(orjson.dumps(payload))
+        return Reply(json_codec.dumps(payload))
 
     async def stream(
         self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
@@ -97,7 +96,7 @@ class TranslatedStream:
                 payload = _clean(chunk.model_dump())
                 if payload.get("usage"):
                     record_usage(self._target.litellm_model, payload["usage"])
-                yield b"data: " + orjson.dumps(payload) + b"\n\n"
+                yield b"data: " + json_codec.dumps(payload) + b"\n\n"
         except Exception as exc:
             raise translate(exc) from None
         yield b"data: [DONE]\n\n"

@@ -4,6 +4,7 @@ by what it asks, local HTTP tools on loopback, and the SDK."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 from collections import Counter
@@ -22,6 +23,7 @@ from tests.conftest import ServerThread
 
 ORCHESTRATE: dict[str, Any] = {"toolgraph": {"mode": "orchestrate"}}
 PROGRESS: dict[str, Any] = {"toolgraph": {"mode": "orchestrate", "progress": True}}
+BIG_BALANCE = 123456789012345678901234567890
 
 
 @pytest.fixture
@@ -76,7 +78,8 @@ def only_call(server: ServerThread, messages: list[Any]) -> dict[str, Any]:
 
 @dataclass
 class LocalTools:
-    """HTTP tools on loopback: a slow one, a failing one, one that never answers."""
+    """HTTP tools on loopback: a slow one, a failing one, one that never answers, one
+    whose answer holds an integer past 64 bits."""
 
     url: str = ""
     hits: Counter[str] = field(default_factory=Counter)
@@ -108,6 +111,12 @@ def local_tools() -> Iterator[LocalTools]:
         tools.hits["broken"] += 1
         return web.json_response({"error": "the database is down"}, status=500)
 
+    async def balance(request: web.Request) -> web.Response:
+        tools.hits["balance"] += 1  # an integer past 64 bits, as a bank's API may send
+        label = json.dumps(request.query.get("label"))
+        body = f'{{"account": {label}, "balance": {BIG_BALANCE}}}'
+        return web.Response(text=body, content_type="application/json")
+
     async def hang(request: web.Request) -> web.Response:
         tools.hits["hang"] += 1
         try:
@@ -123,6 +132,7 @@ def local_tools() -> Iterator[LocalTools]:
         app.router.add_get("/broken", broken)
         app.router.add_get("/echo", echo)
         app.router.add_get("/hang", hang)
+        app.router.add_get("/balance", balance)
         runner.append(web.AppRunner(app, handler_cancellation=True))
         await runner[0].setup()
         site = web.TCPSite(runner[0], "127.0.0.1", 0)

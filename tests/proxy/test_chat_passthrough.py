@@ -94,6 +94,28 @@ def test_unknown_fields_and_tool_fields_reach_the_upstream_untouched(
     assert "toolgraph" not in body
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_integers_past_64_bits_reach_the_upstream_exactly_when_the_body_is_re_encoded(
+    proxy: ServerThread, upstream: FakeUpstream, stream: bool
+) -> None:
+    seed = 123456789012345678901234567890
+    knob = {"limit": -(10**40), "ratio": 1.5e-7}
+    with sdk(proxy) as client:
+        answer = client.chat.completions.create(
+            model="gpt-x",
+            messages=user("hello"),
+            seed=seed,
+            stream=stream,
+            extra_body={"vendor_knob": knob, "toolgraph": {"mode": "passthrough"}},
+        )
+        if isinstance(answer, openai.Stream):
+            list(answer)
+    body = upstream.requests[-1].body
+    assert "toolgraph" not in body  # re-encoded, not relayed as sent
+    assert body["seed"] == seed
+    assert body["vendor_knob"] == knob
+
+
 def test_stream_keeps_openai_chunk_shape_and_ends_with_usage(
     proxy: ServerThread, upstream: FakeUpstream
 ) -> None:
