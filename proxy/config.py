@@ -87,6 +87,12 @@ class Limits(_Section):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0, description="Largest request body.")
     max_messages: int = Field(default=4096, gt=0, description="Most messages in one request.")
     max_tools: int = Field(default=8192, gt=0, description="Most tools in one request.")
+    max_json_depth: int = Field(
+        default=128,
+        gt=0,
+        le=250,
+        description="Deepest nesting of a request body (orjson encodes at most 255 levels).",
+    )
 
 
 class Timeouts(_Section):

@@ -8,19 +8,20 @@ directly, same process, rounds interleaved).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from proxy import json_codec
 from proxy.auth import authenticate
-from proxy.chat.protocol import parse_request
+from proxy.chat.body import ON_LOOP_BYTES, decode_json, read_body
+from proxy.chat.protocol import ChatCompletionRequest, parse_request
 from proxy.chat.service import ChatService
+from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
-from proxy.errors import InvalidRequest, RequestTooLarge
 from proxy.orchestrate.router import orchestrate
 from proxy.streaming import EventStreamResponse
 
@@ -29,13 +30,13 @@ async def create_chat_completion(request: Request) -> Response:
     await authenticate(request)
     service: ChatService = request.app.state.chat
     context: RequestContext = request.state.context
-    limit: int = request.app.state.settings.limits.max_body_bytes
-    raw = await read_body(request, limit)
-    body = decode_json(raw)
-    if (mode := request.headers.get("x-toolgraph-mode")) is not None:
-        body = with_mode_header(body, mode)
-    chat_request = parse_request(body)
-    service.check_limits(chat_request)
+    limits: Limits = request.app.state.settings.limits
+    raw = await read_body(request, limits.max_body_bytes)
+    mode = request.headers.get("x-toolgraph-mode")
+    if len(raw) <= ON_LOOP_BYTES:
+        body, chat_request = parse_body(raw, mode, limits)
+    else:  # in pieces, off the loop: see proxy.chat.body
+        body, chat_request = await asyncio.to_thread(parse_body, raw, mode, limits, batched=True)
     if service.mode_of(chat_request) == "orchestrate":
         return await orchestrate(request, chat_request, body, raw, context)
     if not chat_request.stream:
@@ -47,32 +48,15 @@ async def create_chat_completion(request: Request) -> Response:
     return EventStreamResponse(service.relay_events(stream, context), stream.headers)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it grows past ``limit``."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def decode_json(raw: bytes) -> Any:
-    if not raw:
-        raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
-    try:
-        return json_codec.loads(raw)
-    except json_codec.DecodeError as exc:
-        raise InvalidRequest(
-            f"the request body is not valid JSON: {exc.msg} "
-            f"(line {exc.lineno}, column {exc.colno})",
-            code="invalid_json",
-        ) from None
+def parse_body(
+    raw: bytes, mode: str | None, limits: Limits, batched: bool = False
+) -> tuple[Any, ChatCompletionRequest]:
+    """The decoded body and its checked request: lengths and depth first, fields last."""
+    item_limits = {"messages": limits.max_messages, "tools": limits.max_tools}
+    body = decode_json(raw, limits.max_json_depth, item_limits)
+    if mode is not None:
+        body = with_mode_header(body, mode)
+    return body, parse_request(body, batched)
 
 
 def with_mode_header(body: Any, mode: str) -> Any:
@@ -88,9 +72,3 @@ def with_mode_header(body: Any, mode: str) -> Any:
 
 
 routes = [Route("/v1/chat/completions", create_chat_completion, methods=["POST"])]
-
-
-def _too_large(limit: int) -> RequestTooLarge:
-    return RequestTooLarge(
-        f"the request body is larger than the limit of {limit} bytes (limits.max_body_bytes)"
-    )

@@ -65,20 +65,6 @@ class ChatService:
             return "passthrough"
         return mode
 
-    def check_limits(self, request: ChatCompletionRequest) -> None:
-        if len(request.messages) > self._limits.max_messages:
-            raise InvalidRequest(
-                f"too many messages: {len(request.messages)} > {self._limits.max_messages}",
-                param="messages",
-                code="too_many_messages",
-            )
-        if request.tools and len(request.tools) > self._limits.max_tools:
-            raise InvalidRequest(
-                f"too many tools: {len(request.tools)} > {self._limits.max_tools}",
-                param="tools",
-                code="too_many_tools",
-            )
-
     async def complete(
         self,
         request: ChatCompletionRequest,

@@ -7,8 +7,9 @@ import hmac
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 
+from proxy.chat.body import decode_body, read_body
 from proxy.chat.protocol import format_param
-from proxy.chat.router import decode_json, read_body
+from proxy.config import Limits
 from proxy.errors import AuthenticationFailed, Forbidden, InvalidRequest
 from proxy.registry.protocol import RegisterTools, tool_summary
 from proxy.registry.service import ToolRegistry
@@ -51,8 +52,8 @@ async def get_tool(key: str, request: Request) -> JSONResponse:
 @router.post("")
 async def register_tools(request: Request, dry_run: bool = False) -> JSONResponse:
     """Add or update tools; ``?dry_run=true`` checks them and stores nothing."""
-    limit: int = request.app.state.settings.limits.max_body_bytes
-    body = decode_json(await read_body(request, limit))
+    limits: Limits = request.app.state.settings.limits
+    body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
     try:
         wanted = RegisterTools.model_validate(body)
     except ValidationError as exc:

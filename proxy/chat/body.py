@@ -1,0 +1,134 @@
+"""A request's body: read within its size limit, decoded within its depth and length limits.
+
+A body up to :data:`ON_LOOP_BYTES` is decoded in one ``json_codec.loads`` on the event
+loop: at most a couple of thousand values, about a millisecond. A larger one is
+decoded in pieces (:mod:`proxy.chat._chunked_json`) by a caller that has moved to a
+worker thread, so that no request holds the loop for long, whatever its shape.
+
+Nesting is bounded (``limits.max_json_depth``) because a body toolgraph changes is
+encoded again, and orjson encodes only 255 levels of the 1,024 it decodes: a
+deeper body used to be accepted, then failed as a 500 on its way upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from starlette.requests import Request
+
+from proxy import json_codec
+from proxy.chat._chunked_json import CHUNK_BYTES, ShapeError, TooDeep, TooManyItems
+from proxy.chat._chunked_json import loads_in_chunks as _loads_in_chunks
+from proxy.config import Limits
+from proxy.errors import InvalidRequest, RequestTooLarge
+
+ON_LOOP_BYTES = CHUNK_BYTES
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it grows past ``limit``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def decode_body(raw: bytes, limits: Limits) -> Any:
+    """:func:`decode_json` for a body that has no top-level lists of its own to bound,
+    in a worker thread when it is large."""
+    if len(raw) <= ON_LOOP_BYTES:
+        return decode_json(raw, limits.max_json_depth, {})
+    return await asyncio.to_thread(decode_json, raw, limits.max_json_depth, {})
+
+
+def decode_json(raw: bytes, max_depth: int, item_limits: Mapping[str, int]) -> Any:
+    """``raw`` decoded, or :class:`InvalidRequest` saying what is wrong with it.
+
+    ``item_limits`` bounds the length of the top-level arrays it names (``messages``
+    → ``limits.max_messages``); they are counted before anything in them is checked.
+    Call it in a worker thread when ``len(raw) > ON_LOOP_BYTES``.
+    """
+    if not raw:
+        raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
+    try:
+        if len(raw) > ON_LOOP_BYTES:
+            return _loads_in_chunks(raw, max_depth, item_limits)
+        value = json_codec.loads(raw)
+    except json_codec.DecodeError as exc:
+        raise _invalid_json(exc.msg, exc.lineno, exc.colno) from None
+    except TooDeep:
+        raise _too_deep(max_depth) from None
+    except TooManyItems as exc:
+        raise _too_many(exc.key, exc.limit) from None
+    except ShapeError as exc:
+        line, column = _line_and_column(raw, exc.offset)
+        raise _invalid_json(exc.message, line, column) from None
+    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth_exceeds(value, max_depth):
+        raise _too_deep(max_depth)
+    _check_lengths(value, item_limits)
+    return value
+
+
+def _check_lengths(value: Any, item_limits: Mapping[str, int]) -> None:
+    if not isinstance(value, dict):
+        return
+    for key, limit in item_limits.items():
+        items = value.get(key)
+        if isinstance(items, list) and len(items) > limit:
+            raise _too_many(key, limit)
+
+
+def _depth_exceeds(value: Any, max_depth: int) -> bool:
+    # Iterative: a recursive walk would need a frame per level, the fault it looks for.
+    if type(value) is not dict and type(value) is not list:
+        return False
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > max_depth:
+            return True
+        for child in node.values() if type(node) is dict else node:
+            if type(child) is dict or type(child) is list:
+                pending.append((child, depth + 1))
+    return False
+
+
+def _line_and_column(raw: bytes, offset: int) -> tuple[int, int]:
+    line_start = raw.rfind(b"\n", 0, offset) + 1
+    column = len(raw[line_start:offset].decode("utf-8", "replace")) + 1
+    return raw.count(b"\n", 0, offset) + 1, column
+
+
+def _invalid_json(problem: str, line: int, column: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"the request body is not valid JSON: {problem} (line {line}, column {column})",
+        code="invalid_json",
+    )
+
+
+def _too_deep(max_depth: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"the request body is nested more than {max_depth} levels deep (limits.max_json_depth)",
+        code="json_too_deep",
+    )
+
+
+def _too_many(key: str, limit: int) -> InvalidRequest:
+    return InvalidRequest(
+        f"too many {key}: more than {limit} (limits.max_{key})", param=key, code=f"too_many_{key}"
+    )
+
+
+def _too_large(limit: int) -> RequestTooLarge:
+    return RequestTooLarge(
+        f"the request body is larger than the limit of {limit} bytes (limits.max_body_bytes)"
+    )
