@@ -15,7 +15,6 @@ embeds them once.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -107,10 +106,9 @@ class ToolSelector:
         ]
         if not long_enums:
             return tool, 0
-        trimmed = copy.deepcopy(tool)
-        properties = _properties(trimmed)
+        trimmed, properties = _copy_to_properties(tool)
         for name in long_enums:
-            spec = properties[name]
+            spec = properties[name] = dict(properties[name])
             spec["enum"] = await self._nearest_values(name, spec, query, query_vector)
         return trimmed, len(long_enums)
 
@@ -213,6 +211,20 @@ def _properties(tool: ToolSpec) -> dict[str, Any]:
     params = function.get("parameters") if isinstance(function, dict) else None
     properties = params.get("properties") if isinstance(params, dict) else None
     return cast(dict[str, Any], properties) if isinstance(properties, dict) else {}
+
+
+def _copy_to_properties(tool: ToolSpec) -> tuple[ToolSpec, dict[str, Any]]:
+    """A copy of ``tool`` whose dicts down to ``properties`` are new, the rest shared.
+
+    Only those dicts change; a deep copy also recursed once per level of every other
+    property, so a schema nested some 400 levels raised RecursionError (a 500).
+    """
+    function = dict(cast(dict[str, Any], tool["function"]))
+    parameters = dict(function["parameters"])
+    properties = dict(parameters["properties"])
+    parameters["properties"] = properties
+    function["parameters"] = parameters
+    return {**tool, "function": function}, properties
 
 
 def _function_name(tool: ToolSpec) -> str | None:

@@ -150,3 +150,21 @@ def test_bad_tools_are_named(tools: list[Any], param: str, message: str) -> None
     with pytest.raises(InvalidTools, match=message) as info:
         check_tools(tools)
     assert info.value.param == param
+
+
+async def test_a_long_enum_beside_a_deeply_nested_property_is_trimmed(
+    selector: ToolSelector,
+) -> None:
+    tool = visa_tool()
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(400):  # past Python's recursion limit for a recursive copy
+        deep = {"type": "object", "properties": {"inner": deep}}
+    tool["function"]["parameters"]["properties"]["details"] = deep
+    selection = await selector.select([tool], [user("A visa for Japan?")], OPTIONS)
+
+    (trimmed,) = selection.tools
+    properties = trimmed["function"]["parameters"]["properties"]
+    assert "Japan" in properties["country"]["enum"]
+    assert len(properties["country"]["enum"]) < len(COUNTRIES)
+    assert properties["details"] is deep
+    assert len(tool["function"]["parameters"]["properties"]["country"]["enum"]) == 32
