@@ -16,9 +16,13 @@ measured apart from decomposition, with no LLM:
 * node F1 and link F1 (TaskBench's: F1 of the predicted against the gold set of tool
   names, and of (source, target) name pairs, per request, averaged), by request type.
 
-Policies: ``retrieval`` (every sub-task searched on its own), ``graph`` (dependents
-from the graph neighbours of the tools chosen before them), ``graph-blend``
-(neighbours and retrieval ranked on one score). Document vectors are cached on disk.
+Policies: ``retrieval`` (every sub-task searched on its own), ``default`` (the
+selection the proxy ships: the settings' ``planner.graph_mode`` and ``planner.beam``;
+with ``retrieval``, what runs when ``--policy`` is not given), ``graph`` (strict:
+dependents from the graph neighbours of the tools chosen before them), ``graph-blend``
+(neighbours and retrieval ranked on one score), ``graph-beam`` (blend, runners-up
+lend their neighbours), ``graph-rerank`` (retrieval's order moved by edge evidence,
+proxy/plan/trust.py). Document vectors are cached on disk.
 """
 
 from __future__ import annotations
@@ -52,10 +56,17 @@ if TYPE_CHECKING:
     from retriever.embedder import Encoder, Vectors
     from retriever.index import ToolIndex
 
-POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam")
+POLICIES = ("retrieval", "default", "graph", "graph-blend", "graph-beam", "graph-rerank")
+#: What ``--policy`` scores when not given: the baseline and the shipped selection.
+DEFAULT_POLICIES = ("retrieval", "default")
 LLM_POLICIES = ("llm", "vanilla", "react")
 #: Runners-up per needed sub-task whose neighbours count too, in ``graph-beam``.
 BEAM = 2
+_MODES: dict[str, GraphMode] = {
+    "graph-blend": "blend",
+    "graph-beam": "blend",
+    "graph-rerank": "rerank",
+}
 _STEP_PREFIX = re.compile(r"^\s*step\s*\d+\s*[:.)-]?\s*", re.IGNORECASE)
 
 
@@ -275,7 +286,7 @@ def evaluate(
     vector_of: dict[str, Vectors] = {text: matrix[i] for i, text in enumerate(texts)}
     results: dict[str, dict[str, float]] = {}
     for policy in policies:
-        mode: GraphMode = "blend" if policy in ("graph-blend", "graph-beam") else "strict"
+        mode, beam = _selection(policy, planner)
         weights = weights_from(planner) if planner is not None else None
         finder = CandidateFinder(data.store, index, weights, mode=mode)
         tally = Tally({})
@@ -288,7 +299,7 @@ def evaluate(
                 vectors,
                 k,
                 use_graph=policy != "retrieval",
-                beam=BEAM if policy == "graph-beam" else 0,
+                beam=beam,
             )
             score_plan(plan, request, tally, k)
             if policy != "retrieval":
@@ -297,6 +308,14 @@ def evaluate(
         scores.update({"llm_calls": 0.0, "llm_tokens": 0.0})
         results[policy] = scores
     return results
+
+
+def _selection(policy: str, planner: Planner | None) -> tuple[GraphMode, int]:
+    """The graph mode and beam a policy names; ``default`` is the proxy's own settings."""
+    if policy == "default":
+        return (planner.graph_mode, planner.beam) if planner else ("rerank", BEAM)
+    beam = BEAM if policy in ("graph-beam", "graph-rerank") else 0
+    return _MODES.get(policy, "strict"), beam
 
 
 def format_report(results: dict[str, dict[str, float]], ks: Sequence[int]) -> str:
@@ -329,7 +348,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     plan.add_argument("--dataset", type=Path, required=True, help="a TaskBench-format folder")
     plan.add_argument("--labels", type=Path, help="labels_sample JSON lines (no data.json)")
     plan.add_argument("--steps", choices=("gold", "llm"), default="gold")
-    plan.add_argument("--policy", default=",".join(POLICIES),
+    plan.add_argument("--policy", default=",".join(DEFAULT_POLICIES),
                       help=f"comma-separated: {', '.join(POLICIES + LLM_POLICIES)}")  # fmt: skip
     plan.add_argument("--split", help="a split of split_ids.json (test)")
     plan.add_argument("--model", help="the planner model for --policy llm (upstream_model)")

@@ -10,7 +10,7 @@ import json
 import re
 from pathlib import Path
 
-POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam")
+POLICIES = ("retrieval", "graph", "graph-blend", "graph-beam", "graph-rerank")
 
 
 def ks_of(scores: dict[str, float]) -> list[int]:

@@ -179,9 +179,11 @@ class Planner(_Section):
         le=100,
         description="Candidates per sub-task (UltraTool: recall 82% at 5, 90% at 10).",
     )
-    graph_mode: Literal["strict", "blend"] = Field(
-        default="blend",
-        description="`strict`: graph neighbours first, retrieval tops up; `blend`: neighbours "
+    graph_mode: Literal["strict", "blend", "rerank"] = Field(
+        default="rerank",
+        description="`rerank`: retrieval's order, a tool moved up by the evidence of its edge "
+        "(trust fitted on training data; never pushes retrieval's hits out on uninformative "
+        "graphs); `strict`: graph neighbours first, retrieval tops up; `blend`: neighbours "
         "and retrieval hits ranked on one score.",
     )
     beam: int = Field(

@@ -9,11 +9,14 @@ kept and, when the graph offers fewer than K, retrieval tops the list up.
 
 ``mode="blend"`` is the variant measured beside it in proxy/plan/README.md: the
 neighbours and the retriever's top K compete on one score (similarity + edge bonus)
-instead of the neighbours coming first.
+instead of the neighbours coming first. ``mode="rerank"`` (the default) keeps
+retrieval's order as the base and moves a tool up by the evidence of its edge, weighed
+by :class:`~proxy.plan.trust.EdgeTrust`: an uninformative graph leaves retrieval as is.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
@@ -21,16 +24,17 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import numpy.typing as npt
 
-from graph_store.models import EdgeKind
+from graph_store.models import ALL_KINDS, EdgeKind, Neighbor
 from graph_store.store import GraphStore, neighbors
 from proxy.plan.model import Candidate
+from proxy.plan.trust import EdgeTrust, load_trust
 from retriever.embedder import Vectors
 from retriever.index import ToolIndex
 
 if TYPE_CHECKING:
     from proxy.config import Planner
 
-GraphMode = Literal["strict", "blend"]
+GraphMode = Literal["strict", "blend", "rerank"]
 
 DEFAULT_BONUS: Mapping[EdgeKind, float] = {
     EdgeKind.STRONG_DEP: 0.3,
@@ -69,6 +73,7 @@ class CandidateFinder:
         weights: GraphWeights | None = None,
         mode: GraphMode = "strict",
         beam_share: float = 0.5,
+        trust: EdgeTrust | None = None,
     ) -> None:
         self.store = store
         self.index = index
@@ -78,6 +83,8 @@ class CandidateFinder:
         self._row = {doc.id: i for i, doc in enumerate(index.documents)}
         self._name = {doc.id: doc.name for doc in index.documents}
         self._specificity: dict[str, float] = {}
+        self.trust = trust or (load_trust() if mode == "rerank" else None)
+        self._degree: dict[tuple[str, EdgeKind], int] = {}
 
     def specificity(self, tool_id: str) -> float:
         """1 - the share of the catalog one edge away from ``tool_id``: an edge out of a
@@ -114,6 +121,8 @@ class CandidateFinder:
         """The top ``k`` candidates; ``after`` holds the ids of the tools chosen for the
         sub-tasks this one needs, ``beam`` the runners-up there, whose neighbours get
         ``beam_share`` of the edge bonus (a hedge against a wrong pick before)."""
+        if self.mode == "rerank" and after and use_graph:
+            return self._rerank(text, vector, k, after, beam, category)
         retrieved = self.retrieve(text, vector, k, category)
         if not after or not use_graph:
             return retrieved
@@ -147,6 +156,67 @@ class CandidateFinder:
         taken = {c.tool_id for c in chosen}
         chosen += [c for c in retrieved if c.tool_id not in taken][: k - len(chosen)]
         return chosen
+
+    def _rerank(
+        self,
+        text: str,
+        vector: Vectors,
+        k: int,
+        after: Sequence[str],
+        beam: Sequence[str],
+        category: str | None,
+    ) -> list[Candidate]:
+        """Retrieval's rank prior plus edge evidence; ties keep retrieval's order."""
+        assert self.trust is not None
+        pool = self.retrieve(text, vector, RERANK_DEPTH, category)
+        rank = {c.tool_id: i for i, c in enumerate(pool)}
+        scored = {c.tool_id: (self.trust.prior(i), c) for i, c in enumerate(pool)}
+        sims = self.similarities(vector)
+        sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
+        for starts, share in sources:
+            for kind in ALL_KINDS:
+                for n in neighbors(self.store, starts, [kind], category=category):
+                    if n.tool_id not in self._row:
+                        continue
+                    nats = share * self.trust.evidence(
+                        kind, self.degree(n.via, kind), len(self._row)
+                    )
+                    score = self.trust.prior(rank.get(n.tool_id, len(pool))) + nats
+                    if nats > 0 and score > scored.get(n.tool_id, (-math.inf, None))[0]:
+                        scored[n.tool_id] = (
+                            score,
+                            _edge_candidate(n, score, sims[n.tool_id], self._name),
+                        )
+        ordered = sorted(
+            scored.values(), key=lambda item: (-item[0], rank.get(item[1].tool_id, len(pool)))
+        )
+        return [candidate for _, candidate in ordered[:k]]
+
+    def degree(self, tool_id: str, kind: EdgeKind) -> int:
+        """How many tools one ``kind`` edge out of ``tool_id`` reaches."""
+        key = (tool_id, kind)
+        if key not in self._degree:
+            self._degree[key] = len(neighbors(self.store, [tool_id], [kind]))
+        return self._degree[key]
+
+
+#: Depth of retrieval's list that re-ranking starts from (the fusion's own depth).
+RERANK_DEPTH = 100
+
+
+def _edge_candidate(
+    n: Neighbor, score: float, similarity: float, names: Mapping[str, str]
+) -> Candidate:
+    return Candidate(
+        tool=n.name,
+        tool_id=n.tool_id,
+        score=score,
+        similarity=similarity,
+        source="graph",
+        edge=n.kind,
+        weight=n.weight,
+        via=names.get(n.via, n.via),
+    )
 
 
 class _ScoreView(Mapping[str, float]):

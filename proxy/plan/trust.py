@@ -1,0 +1,70 @@
+"""How much an edge of the tool graph says about the next tool, in nats.
+
+Retrieval ranks the catalog for a sub-task; an edge from the tool chosen before it is
+evidence that its target comes next. We weigh that evidence as a likelihood ratio:
+if a share ``c`` of real transitions A → B follow an edge of kind κ out of A
+(the kind's *coverage*), and A has ``d`` such edges in a catalog of ``N`` tools, then
+knowing "B is a κ-neighbour of A" multiplies B's odds by about ``c · N / d``. The
+ratio is 1 (no evidence) for a tool joined to everything, which is why DailyLife's
+complete graph changes nothing, and large for a sparse graph of observed sequences
+such as UltraTool's. Only positive evidence is used: a missing edge never pushes a
+retrieved tool down, so the graph adds and re-ranks but cannot bury retrieval's hits.
+
+Retrieval's own ranking is turned into a log-prior over ranks, ``-decay · log(1 + r)``,
+and a candidate's score is that prior plus its edge evidence: with no informative
+edge the order is retrieval's exactly.
+
+The coverage of each kind and the decay are fitted by ``python -m eval.plan_trust`` on
+training data only (CallNavi's multi-call questions) and shipped in
+``edge_trust.json`` beside this module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from graph_store.models import EdgeKind
+
+DEFAULT_PATH = Path(__file__).with_name("edge_trust.json")
+
+
+@dataclass(frozen=True)
+class EdgeTrust:
+    #: Share of real transitions that follow an edge of each kind (0 = ignore the kind).
+    coverage: Mapping[EdgeKind, float]
+    #: How steeply retrieval's log-prior falls with rank (nats per log-rank).
+    decay: float
+
+    def evidence(self, kind: EdgeKind, degree: int, catalog: int) -> float:
+        """Nats for "this tool is a ``kind``-neighbour of the one before", never negative."""
+        share = self.coverage.get(kind, 0.0)
+        if share <= 0.0 or degree <= 0 or catalog <= 1:
+            return 0.0
+        return max(0.0, math.log(share * catalog / degree))
+
+    def prior(self, rank: int) -> float:
+        """Retrieval's log-prior for a tool at 0-based ``rank``."""
+        return -self.decay * math.log1p(rank)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "coverage": {kind.value: share for kind, share in self.coverage.items()},
+            "decay": self.decay,
+        }
+
+
+def load_trust(path: Path = DEFAULT_PATH) -> EdgeTrust:
+    """The fitted trust; a missing or malformed file is a ValueError naming it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        coverage = {EdgeKind(k): float(v) for k, v in data["coverage"].items()}
+        decay = float(data["decay"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"cannot read the edge trust file {path}: {exc}") from exc
+    if decay <= 0 or any(not 0.0 <= share <= 1.0 for share in coverage.values()):
+        raise ValueError(f"{path}: decay must be > 0 and every coverage within [0, 1]")
+    return EdgeTrust(coverage, decay)
