@@ -24,7 +24,7 @@ class RequestContext:
     request_id: str
     started: float = field(default_factory=time.perf_counter)
     mode: str = "none"
-    model: str = ""
+    model: str = ""  # the model's metrics label (Target.label), never the client's own name
     upstream_seconds: float = 0.0
     client_key: str | None = None
 

@@ -45,13 +45,15 @@ IN_FLIGHT = Gauge(
 )
 TIME_TO_FIRST_TOKEN = Histogram(
     "toolgraph_time_to_first_token_seconds",
-    "Time from request to the first streamed event sent to the client, by mode and model.",
+    "Time from request to the first streamed event sent to the client, by mode and model "
+    "(the routing table's name for it; other for a name the table does not list).",
     ["mode", "model"],
     buckets=_LATENCY_BUCKETS,
 )
 UPSTREAM_LATENCY = Histogram(
     "toolgraph_upstream_request_duration_seconds",
-    "Time the upstream took to answer (to its response headers when streaming).",
+    "Time the upstream took to answer (to its response headers when streaming), by model "
+    "(as in time to first token) and outcome (its HTTP status, or error).",
     ["model", "outcome"],
     buckets=_LATENCY_BUCKETS,
 )
@@ -63,7 +65,8 @@ PROXY_OVERHEAD = Histogram(
 )
 UPSTREAM_TOKENS = Counter(
     "toolgraph_upstream_tokens_total",
-    "Tokens the upstream reported in usage, by model and kind (prompt, completion).",
+    "Tokens the upstream reported in usage, by model (as in time to first token) and kind "
+    "(prompt, completion).",
     ["model", "kind"],
 )
 

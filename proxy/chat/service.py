@@ -122,7 +122,7 @@ class ChatService:
     ) -> tuple[Target, dict[str, Any], bool]:
         target = self._router.resolve(request.model)
         context.mode = self.mode_of(request)
-        context.model = request.model
+        context.model = target.label
         if target.model == request.model and "toolgraph" not in body:
             return target, body, True
         outgoing = {k: v for k, v in body.items() if k != "toolgraph"}

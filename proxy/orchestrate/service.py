@@ -167,7 +167,7 @@ class Orchestrator:
                 "orchestrate mode answers with one choice: 'n' must be 1", param="n"
             )
         target = self._router.resolve(request.model)
-        context.mode, context.model = "orchestrate", request.model
+        context.mode, context.model = "orchestrate", target.label
         return Turn(
             request,
             body,
@@ -245,7 +245,7 @@ class Orchestrator:
         try:
             async for event in self._events(turn, writer):
                 if first:
-                    metrics.TIME_TO_FIRST_TOKEN.labels("orchestrate", turn.request.model).observe(
+                    metrics.TIME_TO_FIRST_TOKEN.labels("orchestrate", turn.context.model).observe(
                         turn.context.elapsed()
                     )
                     first = False

@@ -57,12 +57,12 @@ class RelayUpstream:
             async with self._post(target, body, raw, context) as response:
                 content = await response.read()
         except (TimeoutError, aiohttp.ClientError) as exc:
-            observe_wait(target.model, started, context, "error")
+            observe_wait(target.label, started, context, "error")
             raise translate(exc, target) from None
-        observe_wait(target.model, started, context, str(response.status))
+        observe_wait(target.label, started, context, str(response.status))
         if response.status >= 400:
             raise error_from_response(response.status, content, response.headers)
-        _count_usage(target.model, content)
+        _count_usage(target.label, content)
         return Reply(content, forwarded_headers(response.headers))
 
     async def stream(
@@ -72,9 +72,9 @@ class RelayUpstream:
         try:
             response = await self._post(target, body, raw, context)
         except (TimeoutError, aiohttp.ClientError) as exc:
-            observe_wait(target.model, started, context, "error")
+            observe_wait(target.label, started, context, "error")
             raise translate(exc, target) from None
-        observe_wait(target.model, started, context, str(response.status))
+        observe_wait(target.label, started, context, str(response.status))
         if response.status >= 400:
             try:
                 content = await response.content.read(_MAX_ERROR_BODY)
@@ -124,7 +124,7 @@ class RelayStream:
                 events, pending = pending[: cut + 2], pending[cut + 2 :]
                 finished = finished or _DONE in events
                 if b'"usage":{' in events:
-                    _count_stream_usage(self._target.model, events)
+                    _count_stream_usage(self._target.label, events)
                 yield events
             if pending.strip():  # a last event without its blank line
                 finished = finished or _DONE in pending

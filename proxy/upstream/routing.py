@@ -11,16 +11,24 @@ from proxy.config import ModelRoute, Settings
 # relayed as they are instead of being parsed and rebuilt by litellm.
 RELAY_PROVIDERS = frozenset({"openai", "hosted_vllm"})
 
+OTHER = "other"
+
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """Where one request goes: ``model`` is the name the upstream itself expects."""
+    """Where one request goes: ``model`` is the name the upstream itself expects.
+
+    ``label`` names it in metrics: the route's name, the configured ``upstream_model``,
+    or ``other`` for a name only the client knows (a label per such name would let
+    clients grow ``/metrics`` without bound).
+    """
 
     model: str
     litellm_model: str
     base_url: str | None
     api_key: str | None
     via: Literal["relay", "litellm"]
+    label: str = OTHER
 
 
 class ModelRouter:
@@ -32,7 +40,13 @@ class ModelRouter:
         self._default_base_url = settings.upstream_base_url
         self._routes = {route.name: _route_target(route) for route in settings.models}
         self._fallback = (
-            _target(settings.upstream_model, "auto", settings.upstream_base_url, self._default_key)
+            _target(
+                settings.upstream_model,
+                "auto",
+                settings.upstream_base_url,
+                self._default_key,
+                settings.upstream_model,
+            )
             if settings.upstream_model
             else None
         )
@@ -53,7 +67,7 @@ class ModelRouter:
 
 
 def _route_target(route: ModelRoute) -> Target:
-    return _target(route.litellm_model, route.api, route.base_url, route.api_key())
+    return _target(route.litellm_model, route.api, route.base_url, route.api_key(), route.name)
 
 
 def _target(
@@ -61,6 +75,7 @@ def _target(
     api: Literal["auto", "relay", "litellm"],
     base_url: str | None,
     api_key: str | None,
+    label: str,
 ) -> Target:
     provider, _, name = litellm_model.partition("/")
     if not name:  # no provider prefix: an OpenAI-compatible model name
@@ -70,4 +85,4 @@ def _target(
         "relay" if api == "relay" or (api == "auto" and relayable) else "litellm"
     )
     upstream_name = name if relayable else litellm_model
-    return Target(upstream_name, litellm_model, base_url, api_key, via)
+    return Target(upstream_name, litellm_model, base_url, api_key, via, label)

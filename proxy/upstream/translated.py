@@ -37,7 +37,7 @@ class LiteLLMUpstream:
         started = time.perf_counter()
         response = await self._call(target, body, context, started)
         payload = _clean(response.model_dump())
-        record_usage(target.litellm_model, payload.get("usage"))
+        record_usage(target.label, payload.get("usage"))
         return Reply(json_codec.dumps(payload))
 
     async def stream(
@@ -76,9 +76,9 @@ class LiteLLMUpstream:
         try:
             response = await litellm.acompletion(**arguments)
         except Exception as exc:  # litellm's tree, translated in one place
-            observe_wait(target.litellm_model, started, context, "error")
+            observe_wait(target.label, started, context, "error")
             raise translate(exc) from None
-        observe_wait(target.litellm_model, started, context, "200")
+        observe_wait(target.label, started, context, "200")
         return response
 
 
@@ -95,7 +95,7 @@ class TranslatedStream:
             async for chunk in self._response:
                 payload = _clean(chunk.model_dump())
                 if payload.get("usage"):
-                    record_usage(self._target.litellm_model, payload["usage"])
+                    record_usage(self._target.label, payload["usage"])
                 yield b"data: " + json_codec.dumps(payload) + b"\n\n"
         except Exception as exc:
             raise translate(exc) from None
