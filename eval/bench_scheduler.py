@@ -35,7 +35,13 @@ from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Scheduler
 
 RESULTS = Path(__file__).resolve().parent / "results"
-LIMITS = Executor(max_concurrency=10_000, max_per_host=10_000, call_timeout=60, deadline=600)
+LIMITS = Executor(
+    max_concurrency=10_000,
+    max_per_host=10_000,
+    max_per_client=10_000,
+    call_timeout=60,
+    deadline=600,
+)
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,12 @@ class Executor(_Section):
     max_per_host: int = Field(
         default=4, gt=0, description="Tool calls running at once against one host."
     )
+    max_per_client: int = Field(
+        default=2,
+        gt=0,
+        description="Tool calls of one client running at once against one host (built-in "
+        "tools: host `local`); below `max_per_host`, one client cannot hold all of a host.",
+    )
     call_timeout: float = Field(default=30.0, gt=0, description="Seconds one tool call may take.")
     deadline: float = Field(
         default=120.0, gt=0, description="Seconds all tool calls of one request may take."

@@ -7,18 +7,31 @@ exception is lost and cancelling the request cancels every running call). A call
 that fails marks everything downstream of it skipped, and nothing else; the
 request's deadline cancels what still runs and skips what has not started.
 
-Concurrency is bounded twice, by one limit per host (taken first, so a call that
-waits for its host holds no global slot) and by one limit for the process; the
-:class:`Scheduler` that holds them lives as long as the app.
+Concurrency is bounded three times, each limit taken before the next so that a
+call waiting for one holds none of the others: by one limit per client and host
+(``max_per_client``), by one limit per host (``max_per_host``) and by one limit
+for the process; the :class:`Scheduler` that holds them lives as long as the app.
+The per-client limit keeps one client's expensive calls from delaying another's
+cheap ones. Measured with the built-in tools (``python -m eval.sandbox_fairness``,
+default limits: 4 slots for ``local``, 10 s sandbox timeout, a two-core machine):
+one client's 8 calls of ``factorial(10**8)`` and 4 integrals of
+``(a+b+c+d+x)**300`` (each runs until its timeout or memory cap) held all four
+slots, and another client's ``2*pi*50`` waited 30.3 s for them; with 2 slots per
+client it is answered in 0.16 s, while the first client's 12 calls take 60 s
+instead of 30 s. A lower CPU budget per call was the other way: it only shortens
+each call, so the wait still grows with the first client's number of calls (and
+it cuts legitimate long computations); the sandbox keeps its wall-clock timeout
+with ``RLIMIT_CPU`` one second above it as the backstop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -120,15 +133,23 @@ class Scheduler:
         self._limits = limits
         self._global = asyncio.Semaphore(limits.max_concurrency)
         self._hosts: dict[str, asyncio.Semaphore] = {}
+        self._clients = _ClientSlots(limits.max_per_client)
 
     async def execute(
-        self, plan: ToolPlan, runner: NodeRunner, observer: Observer | None = None
+        self,
+        plan: ToolPlan,
+        runner: NodeRunner,
+        observer: Observer | None = None,
+        *,
+        client: str = "",
     ) -> PlanRun:
         """Run every node of ``plan`` that can run; never raises for a failed call.
 
-        Cancelling the awaiting task cancels every running call and re-raises.
+        ``client`` (any stable identity, e.g. a hash of its key) shares each host's
+        per-client limit with the client's other plans. Cancelling the awaiting task
+        cancels every running call and re-raises.
         """
-        run = _Run(plan, runner, observer or _ignore, self)
+        run = _Run(plan, runner, observer or _ignore, self, client)
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self._limits.deadline):
@@ -146,6 +167,9 @@ class Scheduler:
             slot = self._hosts[host] = asyncio.Semaphore(self._limits.max_per_host)
         return slot
 
+    def client_slot(self, client: str, host: str) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._clients.hold(client, host)
+
     @property
     def global_slot(self) -> asyncio.Semaphore:
         return self._global
@@ -155,13 +179,43 @@ class Scheduler:
         return self._limits.call_timeout
 
 
+class _ClientSlots:
+    """One limit per client and host, forgotten when no call holds or awaits it."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._slots: dict[tuple[str, str], tuple[asyncio.Semaphore, list[int]]] = {}
+
+    @contextlib.asynccontextmanager
+    async def hold(self, client: str, host: str) -> AsyncIterator[None]:
+        key = (client, host)
+        semaphore, users = self._slots.setdefault(key, (asyncio.Semaphore(self._limit), [0]))
+        users[0] += 1
+        try:
+            async with semaphore:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._slots[key]
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+
 class _Run:
     """The state of one plan's execution."""
 
     def __init__(
-        self, plan: ToolPlan, runner: NodeRunner, observer: Observer, scheduler: Scheduler
+        self,
+        plan: ToolPlan,
+        runner: NodeRunner,
+        observer: Observer,
+        scheduler: Scheduler,
+        client: str,
     ) -> None:
         self.plan = plan
+        self.client = client
         self.runner = runner
         self.observer = observer
         self.scheduler = scheduler
@@ -194,7 +248,11 @@ class _Run:
         while node is not None:
             record = self.records[node.id]
             host = self.runner.host(node)
-            async with self.scheduler.host_slot(host), self.scheduler.global_slot:
+            async with (
+                self.scheduler.client_slot(self.client, host),
+                self.scheduler.host_slot(host),
+                self.scheduler.global_slot,
+            ):
                 record.started = self.now()
                 self.observer(record)
                 try:

@@ -104,14 +104,16 @@ class ToolExecutor:
         *,
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
+        client: str = "",
     ) -> ExecutedPlan:
         """Run ``plan`` over ``tools``; ``model`` writes arguments and picks fields.
 
         ``reuse``: earlier calls' outputs by :func:`~proxy.execute.runner.call_key`;
-        ``background``: earlier results the argument writer may read, by label.
+        ``background``: earlier results the argument writer may read, by label;
+        ``client``: whose plan it is, for the per-client limit on each host.
         """
         runner = self.runner(tools, model, reuse, background)
-        run = await self.scheduler.execute(plan, runner, observer)
+        run = await self.scheduler.execute(plan, runner, observer, client=client)
         executed = ExecutedPlan(run, attempts=runner.attempts, reused=runner.reused)
         for node_id, record in run.records.items():
             if record.outcome is Outcome.OK:

@@ -403,6 +403,7 @@ class Orchestrator:
                 background={
                     f"earlier-{i}": f"{call.tool}: {call.text}" for i, call in enumerate(earlier, 1)
                 },
+                client=turn.client,
             )
         turn.trace["calls"] = call_traces(executed)
         turn.trace["deadline_exceeded"] = executed.run.deadline_exceeded

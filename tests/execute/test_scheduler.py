@@ -198,15 +198,22 @@ async def test_cancelling_the_request_reaches_every_running_call() -> None:
     )
     tools = Tools()
     seen: list[tuple[str, Outcome | None]] = []
+    d_done = asyncio.Event()
 
     def observe(record: CallRecord) -> None:
         seen.append((record.node.id, record.outcome))
+        if record.node.id == "d" and record.outcome is not None:
+            d_done.set()
 
-    task = asyncio.create_task(Scheduler(limits()).execute(plan, tools, observe))
+    # Three calls of one client on one host at once: a limit per client above that.
+    scheduler = Scheduler(limits(max_per_client=3))
+    task = asyncio.create_task(scheduler.execute(plan, tools, observe))
     await asyncio.wait_for(
-        asyncio.gather(tools.started_event("a").wait(), tools.started_event("b").wait()), 2
+        asyncio.gather(
+            tools.started_event("a").wait(), tools.started_event("b").wait(), d_done.wait()
+        ),
+        30,
     )
-    await asyncio.sleep(0.05)  # let d finish
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -242,6 +249,28 @@ async def test_a_host_at_its_limit_does_not_hold_global_slots() -> None:
     )
     _, free_end = span(run.records["free"])
     assert free_end < 0.2
+
+
+async def test_one_clients_calls_leave_slots_to_another_client() -> None:
+    # Client a's four calls hang on host "local" (four slots, two per client); the
+    # call of client b must run while they hang, not after.
+    tools = Tools()
+    scheduler = Scheduler(limits(max_per_host=4, max_per_client=2, call_timeout=60, deadline=60))
+    hanging = ToolPlan(nodes=tuple(node(f"a{i}", hang=True) for i in range(4)))
+    hog = asyncio.create_task(scheduler.execute(hanging, tools, client="a"))
+    try:
+        async with asyncio.timeout(30):
+            await tools.started_event("a0").wait()
+            await tools.started_event("a1").wait()
+            run = await scheduler.execute(ToolPlan(nodes=(node("b"),)), tools, client="b")
+        assert run.ok
+        assert not hog.done()
+        assert not tools.started_event("a2").is_set()  # a's own limit, not b's slot
+        assert tools.peak["local"] == 3
+    finally:
+        hog.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await hog
 
 
 async def test_outputs_feed_inputs_through_bindings() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
 
 import pytest
 
@@ -16,6 +19,7 @@ from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.tools.catalog import builtin_tools
+from tests.tools.test_sandbox import children
 
 
 def prompt_of(request: object) -> str:
@@ -101,3 +105,59 @@ async def test_a_shared_client_stays_open_for_its_owner() -> None:
     own = ToolExecutor(settings)
     await own.aclose()
     assert own.sandbox.running is False
+
+
+async def test_one_clients_expensive_builtin_calls_leave_room_for_another() -> None:
+    # Client a's calls are stopped (SIGSTOP) once their children run, so they hold
+    # their sandbox slots for as long as the test needs; b's cheap call must be
+    # answered while they do. Timeouts no load reaches: the test cancels a's calls.
+    executor = ToolExecutor(Executor(sandbox_timeout=300, call_timeout=300, deadline=300))
+    tools = {tool.name: tool for tool in builtin_tools()}
+    await executor.sandbox.start()
+    heavy = ToolPlan(
+        nodes=(
+            PlanNode(
+                id="big", tool="evaluate_expression", arguments={"expression": "factorial(10**8)"}
+            ),
+        )
+    )
+    cheap = ToolPlan(
+        nodes=(
+            PlanNode(id="small", tool="evaluate_expression", arguments={"expression": "2*pi*50"}),
+        )
+    )
+    started: list[str] = []
+
+    def observe(record: CallRecord) -> None:
+        if record.outcome is None:
+            started.append(record.node.id)
+
+    hogs = [
+        asyncio.create_task(executor.execute(heavy, tools, None, observe, client="a"))
+        for _ in range(4)
+    ]
+    try:
+        stopped = await stop_children(executor.sandbox.server_pid, executor.settings.max_per_client)
+        async with asyncio.timeout(60):
+            done = await executor.execute(cheap, tools, None, client="b")
+        assert done.run.ok, done.run.unfinished()
+        assert json.loads(done.compressed["small"].text)["value"] == pytest.approx(314.159, 1e-4)
+        assert not [hog for hog in hogs if hog.done()]
+        assert len(started) == len(stopped) == 2  # a's other calls wait for a's own slots
+    finally:
+        for hog in hogs:
+            hog.cancel()
+        await asyncio.gather(*hogs, return_exceptions=True)
+        await executor.aclose()
+
+
+async def stop_children(server: int | None, count: int) -> list[int]:
+    """Stop the fork server's children once ``count`` of them run; their pids."""
+    for _ in range(3000):  # a minute
+        running = children(server)
+        if len(running) >= count:
+            break
+        await asyncio.sleep(0.02)
+    for pid in running:
+        os.kill(pid, signal.SIGSTOP)
+    return running
