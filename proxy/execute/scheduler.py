@@ -171,6 +171,11 @@ class Scheduler:
         return self._clients.hold(client, host)
 
     @property
+    def clients_busy(self) -> int:
+        """(client, host) pairs with a call running or waiting: what the limits remember."""
+        return len(self._clients)
+
+    @property
     def global_slot(self) -> asyncio.Semaphore:
         return self._global
 

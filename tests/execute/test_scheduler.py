@@ -273,6 +273,16 @@ async def test_one_clients_calls_leave_slots_to_another_client() -> None:
             await hog
 
 
+async def test_the_per_client_limits_are_forgotten_when_their_calls_end() -> None:
+    scheduler = Scheduler(limits())
+    plan = ToolPlan(nodes=(node("a", sleep=0), node("b", "a", fail=True), node("c", "b")))
+    runs = await asyncio.gather(
+        *(scheduler.execute(plan, Tools(), client=f"client-{i}") for i in range(50))
+    )
+    assert [run.records["a"].outcome for run in runs] == [Outcome.OK] * 50
+    assert scheduler.clients_busy == 0
+
+
 async def test_outputs_feed_inputs_through_bindings() -> None:
     plan = ToolPlan(
         nodes=(
