@@ -59,7 +59,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(registry_router.router)
     app.include_router(orchestrate_router.router)
     _add_error_handlers(app, settings.secrets())
-    app.add_middleware(ObservabilityMiddleware)
+    app.add_middleware(ObservabilityMiddleware, secrets=settings.secrets())
     return app
 
 

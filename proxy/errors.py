@@ -27,7 +27,7 @@ Third-party exceptions (httpx, litellm) are translated where they enter, in
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from proxy import json_codec
@@ -60,13 +60,17 @@ class ToolgraphError(Exception):
         self.headers = headers or {}
 
     def to_dict(self, secrets: Iterable[str] = ()) -> dict[str, Any]:
-        """OpenAI's error object, with any of ``secrets`` masked out of the message."""
+        """OpenAI's error object, with any of ``secrets`` masked out of every field.
+
+        An upstream's error fills all four, and any of them may echo a key.
+        """
+        secrets = tuple(secrets)
+        fields = {"message": self.message, "type": self.type, "param": self.param}
+        fields["code"] = self.code
         return {
             "error": {
-                "message": redact(self.message, secrets),
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
+                name: redact(value, secrets) if value is not None else None
+                for name, value in fields.items()
             }
         }
 
@@ -180,6 +184,23 @@ class InternalError(ToolgraphError):
     status = 500
     type = "server_error"
     code = "internal_error"
+
+
+def redact_headers(
+    headers: Iterable[tuple[bytes, bytes]], secrets: Sequence[str]
+) -> list[tuple[bytes, bytes]]:
+    """ASGI response headers with :func:`redact` applied to every value."""
+    prefixes = [secret[:6].encode() for secret in secrets if len(secret) >= 8]
+    if not prefixes:
+        return list(headers)
+    return [
+        (name, _redact_bytes(value, secrets) if any(p in value for p in prefixes) else value)
+        for name, value in headers
+    ]
+
+
+def _redact_bytes(value: bytes, secrets: Iterable[str]) -> bytes:
+    return redact(value.decode("latin-1"), secrets).encode("latin-1")
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

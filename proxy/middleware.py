@@ -7,12 +7,13 @@ buffer each streamed chunk through an extra task and queue.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy import metrics
 from proxy.context import RequestContext
-from proxy.errors import InternalError
+from proxy.errors import InternalError, redact_headers
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +31,12 @@ def route_label(path: str) -> str:
 
 
 class ObservabilityMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
+    """Also the one place response headers pass: any of ``secrets`` an upstream echoed
+    in one it forwards (``x-ratelimit-*``, ``retry-after``, …) is masked here."""
+
+    def __init__(self, app: ASGIApp, secrets: Sequence[str] = ()) -> None:
         self.app = app
+        self.secrets = tuple(secrets)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -50,7 +55,7 @@ class ObservabilityMiddleware:
                 started = True
                 status = message["status"]
                 overhead = context.overhead()
-                headers = list(message.get("headers", ()))
+                headers = redact_headers(message.get("headers", ()), self.secrets)
                 headers.append((b"x-request-id", context.request_id.encode()))
                 headers.append((b"x-toolgraph-overhead-ms", f"{overhead * 1000:.3f}".encode()))
                 message["headers"] = headers

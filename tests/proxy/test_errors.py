@@ -170,6 +170,32 @@ def test_upstream_error_never_echoes_a_key(proxy: ServerThread, upstream: FakeUp
 
 
 @pytest.mark.parametrize("stream", [False, True])
+def test_no_field_or_forwarded_header_echoes_a_key(
+    proxy: ServerThread, upstream: FakeUpstream, stream: bool
+) -> None:
+    echoed = f"{UPSTREAM_KEY[:10]}...{UPSTREAM_KEY[-4:]}"
+    detail = {"message": "denied", "type": f"t_{echoed}", "param": echoed, "code": echoed}
+    headers = {"retry-after": echoed, "x-ratelimit-limit-requests": f"60 for {echoed}"}
+    upstream.enqueue(Script(status=429, error=detail, headers=headers))
+    with pytest.raises(openai.RateLimitError) as raised:
+        sdk(proxy).chat.completions.create(model="m", messages=user("x"), stream=stream)
+    upstream.enqueue(Script(headers=headers, text="fine"))
+    answered = sdk(proxy).chat.completions.with_raw_response.create(
+        model="m", messages=user("x"), stream=stream
+    )
+
+    for response in (raised.value.response, answered.http_response):
+        assert UPSTREAM_KEY[:6].encode() not in response.read() + str(response.headers.raw).encode()
+        assert response.headers["x-ratelimit-limit-requests"] == "60 for ***"
+    assert raised.value.body == {
+        "message": "denied",
+        "type": "t_***",
+        "param": "***",
+        "code": "***",
+    }
+
+
+@pytest.mark.parametrize("stream", [False, True])
 def test_unreachable_upstream_is_502(start_proxy: Any, stream: bool) -> None:
     server = start_proxy(upstream_base_url=f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(openai.APIStatusError) as raised:
