@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format bench clean
+.PHONY: run test lint format bench bench-load clean
 
 run: $(VENV)/.installed
 	$(BIN)/toolgraph serve
@@ -25,6 +25,9 @@ format: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m eval.bench_overhead
+
+bench-load: $(VENV)/.installed-dev
+	$(BIN)/python -m eval.bench_load
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

@@ -144,7 +144,9 @@ class _Budget:
         return True
 
 
-class _Connection:
+class Connection:
+    """One keep-alive connection, opened on first use and again after :meth:`close`."""
+
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
         self._reader: asyncio.StreamReader | None = None
@@ -183,7 +185,7 @@ class Cell:
         self._request = request
         self._stream = stream
         self._clock = clock
-        self._connections = [_Connection(endpoint) for _ in range(concurrency)]
+        self._connections = [Connection(endpoint) for _ in range(concurrency)]
         self.samples = Samples()
         self.done = 0  # requests answered so far, warm-up included; read for progress
 
@@ -213,9 +215,7 @@ class Cell:
             for connection in self._connections:
                 group.create_task(self._work(connection, budget, samples))
 
-    async def _work(
-        self, connection: _Connection, budget: _Budget, samples: Samples | None
-    ) -> None:
+    async def _work(self, connection: Connection, budget: _Budget, samples: Samples | None) -> None:
         record = samples if samples is not None else Samples()
         while budget.take():
             started = self._clock()
