@@ -16,29 +16,33 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from proxy import json_codec
 from proxy.chat._chunked_json import CHUNK_BYTES, ShapeError, TooDeep, TooManyItems
 from proxy.chat._chunked_json import loads_in_chunks as _loads_in_chunks
 from proxy.config import Limits
-from proxy.errors import InvalidRequest, RequestTooLarge
+from proxy.errors import ClientClosedRequest, InvalidRequest, RequestTooLarge
 
 ON_LOOP_BYTES = CHUNK_BYTES
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it grows past ``limit``."""
+    """The request body, refused with 413 as soon as it grows past ``limit``; a client
+    gone before its last byte is :class:`ClientClosedRequest` (499), like any other."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientClosedRequest("the client disconnected while sending its request") from None
     return b"".join(chunks)
 
 

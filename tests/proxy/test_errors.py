@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import time
 from typing import Any
 
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from eval.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, free_port
@@ -283,3 +286,32 @@ def test_client_leaving_before_the_answer_cancels_the_upstream_call(
     assert upstream.disconnects == 1
     metrics = httpx.get(f"{proxy.url}/metrics", timeout=10).text
     assert 'route="/v1/chat/completions",status="499"' in metrics
+
+
+def test_a_client_gone_mid_upload_is_a_499_without_a_traceback(
+    proxy: ServerThread, caplog: pytest.LogCaptureFixture
+) -> None:
+    def closed() -> float:
+        metrics = httpx.get(f"{proxy.url}/metrics", timeout=10).text
+        for family in text_string_to_metric_families(metrics):
+            for sample in family.samples:
+                if sample.name == "toolgraph_http_requests_total" and sample.labels == {
+                    "route": CHAT,
+                    "mode": "none",
+                    "status": "499",
+                }:
+                    return sample.value
+        return 0.0
+
+    before = closed()
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(
+            f"POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            'content-length: 1000\r\n\r\n{"model":'.encode()
+        )
+    deadline = time.monotonic() + 10
+    while closed() == before and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+    assert closed() == before + 1
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
