@@ -218,6 +218,30 @@ def rss_mib(pid: int) -> float:
     raise ServiceError(f"no VmRSS for process {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process ``pid`` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class CpuShare:
+    """Per tick: how much of a core the proxy and this process (client and fake
+    upstream) used, to tell which of them a slow stretch waited on."""
+
+    pid: int
+    samples: list[tuple[float, float, float]] = field(default_factory=list)
+    _last: tuple[float, float, float] | None = None
+
+    def sample(self, elapsed: float) -> None:
+        now = (elapsed, cpu_seconds(self.pid), time.process_time())
+        if self._last is not None and now[0] > self._last[0]:
+            span = now[0] - self._last[0]
+            proxy, own = (now[1] - self._last[1]) / span, (now[2] - self._last[2]) / span
+            self.samples.append((round(now[0], 1), round(proxy, 2), round(own, 2)))
+        self._last = now
+
+
 def new_load(
     service: Service, body_for: Callable[[int], bytes], stream: bool, sizes: Sizes
 ) -> Load:
@@ -272,6 +296,7 @@ def scenario_orchestrate(work: Path, sizes: Sizes, outage: bool) -> dict[str, An
     try:
         with redis_server() as redis, toolgraph(work, upstream.port, redis.url) as proxy:
             load = new_load(proxy, orchestrate_body, stream=False, sizes=sizes)
+            cpu = CpuShare(proxy.process.pid)
 
             async def kill_redis() -> None:
                 await asyncio.sleep(max(0.0, (sizes.seconds - sizes.outage_seconds) / 2))
@@ -288,7 +313,11 @@ def scenario_orchestrate(work: Path, sizes: Sizes, outage: bool) -> dict[str, An
                         group.create_task(kill_redis())
 
             label = "B: orchestrate, Redis killed" if outage else "A: orchestrate"
-            asyncio.run(watched(load, drive(), label, sizes.seconds, by_requests=False))
+
+            def tick() -> None:
+                cpu.sample(load.elapsed)
+
+            asyncio.run(watched(load, drive(), label, sizes.seconds, False, tick))
             alive = proxy.process.poll() is None
             logged = logged_errors(proxy)
     finally:
@@ -296,6 +325,10 @@ def scenario_orchestrate(work: Path, sizes: Sizes, outage: bool) -> dict[str, An
     summary = orchestrate_summary(load, brain.answered, marks)
     summary["proxy_alive_after"] = alive
     summary["proxy_logged_errors"] = logged
+    summary["cpu_cores_used"] = {
+        "columns": ["second", "proxy (main process)", "client and fake upstream"],
+        "rows": cpu.samples,
+    }
     summary["model_prompts"] = dict(brain.asked)  # arguments > 0: the tool was picked and run
     summary["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
     return summary
