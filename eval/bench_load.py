@@ -368,11 +368,16 @@ def parse_args() -> tuple[Sizes, set[str], Path, bool]:
     full = Sizes()
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds each")
     parser.add_argument("--scenarios", default="abc", help="which to run (default: abc)")
-    parser.add_argument("--out", type=Path, default=ROOT / "eval" / "results")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "eval" / "results",
+        help="where the JSON, markdown and plot go (default eval/results)",
+    )
     for name, value in dataclasses.asdict(full).items():
         flag = "--" + name.replace("_", "-")
-        parser.add_argument(flag, type=type(value), help=f"default {value} ({'quick: '}"
-                            f"{getattr(QUICK, name)})")  # fmt: skip
+        shown = f"default {value}, with --quick {getattr(QUICK, name)}"
+        parser.add_argument(flag, type=type(value), help=shown)
     args = parser.parse_args()
     base = QUICK if args.quick else full
     given = {k: getattr(args, k) for k in dataclasses.asdict(full) if getattr(args, k) is not None}
