@@ -23,6 +23,15 @@ from proxy import json_codec
 CHUNK_BYTES = 32 * 1024
 
 _TOKEN = re.compile(rb'["\[\]{},:]')
+# Shortcuts that keep the pass's Python steps per member few: a container with no
+# container inside (strings skipped whole), and a run of scalars and commas.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_FLAT = {
+    0x7B: re.compile(rb"\{[^{}\[\]\"]*(?:" + _STRING + rb"[^{}\[\]\"]*)*\}"),
+    0x5B: re.compile(rb"\[[^{}\[\]\"]*(?:" + _STRING + rb"[^{}\[\]\"]*)*\]"),
+}
+_PLAIN = re.compile(rb'[^"\[\]{}]*')
+_EMPTY_MEMBER = re.compile(rb",[ \t\r\n]*,")
 _SPACE = b" \t\r\n"
 
 
@@ -112,13 +121,19 @@ def _scan(raw: bytes, max_depth: int, item_limits: Mapping[str, int], chunk: int
                 raise ShapeError("unexpected content before the document", 0)
             if len(stack) >= max_depth:
                 raise TooDeep(f"nested more than {max_depth} levels deep", at)
-            stack.append(_Frame(char, at, at + 1, _limit_of(raw, stack, item_limits)))
+            limit = _limit_of(raw, stack, item_limits)
+            if stack and limit is None and (leaf_end := _small_leaf_end(raw, at, chunk)) > 0:
+                pos = leaf_end  # its parent's run decodes it
+                continue
+            stack.append(_Frame(char, at, at + 1, limit))
         elif not stack:
             raise ShapeError(f"unexpected {chr(char)!r}", at)
         elif char in (0x7D, 0x5D):  # '}' ']'
             root, end = _close(raw, stack, at, char, chunk), pos
         elif char == 0x2C:  # ','
             _end_member(raw, stack[-1], at, chunk)
+            if stack[-1].opener == 0x5B:
+                pos = _skip_scalars(raw, stack[-1], pos, chunk)
         else:  # ':'
             stack[-1].colon = at
     if stack:
@@ -196,6 +211,41 @@ def _key_end(raw: bytes, frame: _Frame, at: int) -> int:
     if raw[before:child_start].strip(_SPACE) or raw[child_end:at].strip(_SPACE):
         raise ShapeError("unexpected content next to a value", child_end)
     return frame.colon if frame.opener == 0x7B and frame.colon is not None else -1
+
+
+def _small_leaf_end(raw: bytes, at: int, chunk: int) -> int:
+    """The end of the container opening at ``at`` if it holds no container and fits
+    in a chunk, else -1."""
+    flat = _FLAT[raw[at]].match(raw, at)
+    return flat.end() if flat is not None and flat.end() - at <= chunk else -1
+
+
+def _skip_scalars(raw: bytes, frame: _Frame, pos: int, chunk: int) -> int:
+    """Take the array's members from ``pos`` up to the last comma before its next string
+    or bracket in one step: they are scalars. Returns where the scan goes on."""
+    last = raw.rfind(b",", pos, _PLAIN.match(raw, pos).end())  # type: ignore[union-attr]
+    if last < 0:
+        return pos
+    if _EMPTY_MEMBER.search(raw, pos - 1, last + 1):
+        raise ShapeError("a value is missing", pos)
+    frame.members += raw.count(b",", pos, last + 1)
+    if frame.limit is not None and frame.members > frame.limit[1]:
+        raise TooManyItems(frame.limit[0], frame.limit[1], last)
+    run = frame.run or _Run(pos, pos)
+    while last - run.start > chunk:
+        cut = raw.rfind(b",", run.end + 1, run.start + chunk + 1)
+        if cut < 0:  # one member longer than a chunk
+            cut = raw.find(b",", run.end + 1, last)
+        if cut < 0:
+            break
+        run.end = cut
+        if run.end > run.start:
+            frame.items().items.append(run)
+        run = _Run(cut + 1, cut + 1)
+    run.end = last
+    frame.run = run
+    frame.member_start = last + 1
+    return last + 1
 
 
 def _flush(frame: _Frame) -> None:

@@ -65,7 +65,9 @@ def decode_json(raw: bytes, max_depth: int, item_limits: Mapping[str, int]) -> A
         raise InvalidRequest("the request body is empty; send a JSON object", code="invalid_json")
     try:
         if len(raw) > ON_LOOP_BYTES:
-            return _loads_in_chunks(raw, max_depth, item_limits)
+            value = _loads_in_chunks(raw, max_depth, item_limits)
+            _check_lengths(value, item_limits)
+            return value
         value = json_codec.loads(raw)
     except json_codec.DecodeError as exc:
         raise _invalid_json(exc.msg, exc.lineno, exc.colno) from None

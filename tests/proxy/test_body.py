@@ -12,7 +12,7 @@ import pytest
 
 from eval.fake_upstream import FakeUpstream
 from proxy import json_codec
-from proxy.chat._chunked_json import ShapeError, loads_in_chunks
+from proxy.chat._chunked_json import ShapeError, TooDeep, TooManyItems, loads_in_chunks
 from proxy.chat.body import ON_LOOP_BYTES
 from tests.conftest import ServerThread
 from tests.proxy.test_chat_passthrough import sdk, user
@@ -135,3 +135,19 @@ def test_decoding_in_pieces_agrees_with_one_decode_on_good_and_broken_documents(
             except ShapeError:
                 got = ShapeError
             assert got == expected, (raw, chunk)
+
+
+@pytest.mark.parametrize("chunk", [1, 16, 256])
+def test_long_runs_of_scalars_and_flat_objects_decode_whole(chunk: int) -> None:
+    scalars = [i if i % 3 else None for i in range(2000)]
+    flat = [{"role": "user", "n": i, "s": "a,b]}"} for i in range(300)]
+    document = {"x": scalars, "y": flat, "z": [scalars[:50], flat[:5]]}
+    raw = json.dumps(document).encode()
+    assert loads_in_chunks(raw, 8, {}, chunk) == document
+    for broken in (raw.replace(b"7, ", b"7, , ", 1), raw.replace(b"9, ", b"9 ", 1)):
+        with pytest.raises(ShapeError):
+            loads_in_chunks(broken, 8, {}, chunk)
+    with pytest.raises(TooDeep):
+        loads_in_chunks(raw, 2, {}, chunk)
+    with pytest.raises(TooManyItems):
+        loads_in_chunks(raw, 8, {"x": 1999}, chunk)
