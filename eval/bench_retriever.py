@@ -36,6 +36,7 @@ from retriever.conversation import conversation_query
 from retriever.documents import ToolDocument, corpus_fields, make_document
 from retriever.embedder import Encoder, Vectors, load_encoder
 from retriever.index import Method, ToolIndex
+from retriever.owned_client import OwnedClient
 from retriever.qdrant_store import QdrantCatalog
 
 
@@ -189,7 +190,7 @@ def main() -> None:
         [partial(end_to_end, encoder, index, t, "dense") for t in texts]
     )
 
-    client = QdrantClient(":memory:")  # local mode's engine, without the disk writes
+    client = OwnedClient(QdrantClient(":memory:"))  # local mode, without the disk writes
     catalog = QdrantCatalog(client, "bench", encoder.dim)
     by_text = {doc.text: vectors[i] for i, doc in enumerate(documents)}
     catalog.sync(documents, lambda batch: np.stack([by_text[text] for text in batch]))

@@ -97,10 +97,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         checks["qdrant"] = health.http_check(session, f"{settings.qdrant_url}/readyz")
     if settings.neo4j_uri:
         checks["neo4j"] = health.neo4j_check(settings.neo4j_uri)
-    app.state.readiness = health.Readiness(checks)
     executor = ToolExecutor(settings.executor, redis)
     store = open_store(settings) if settings.admin_key is not None else None
     catalog = CatalogService(settings, select, store)
+    checks["catalog"] = catalog.check
+    app.state.readiness = health.Readiness(checks)
     app.state.orchestrator = orchestrator = Orchestrator(
         settings,
         catalog,

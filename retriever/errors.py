@@ -3,6 +3,7 @@
 RetrieverError
  ├── ModelNotFound     the configured model folder does not exist or is not a model
  ├── IndexNotBuilt     a search over a catalog that has no index yet
+ ├── VectorStoreError  Qdrant failed a call (unreachable, or a collection that no longer works)
  └── InvalidTools      a client's tools that cannot be ranked (duplicates, bad schemas)
 """
 
@@ -18,6 +19,10 @@ class ModelNotFound(RetrieverError):
 
 
 class IndexNotBuilt(RetrieverError):
+    pass
+
+
+class VectorStoreError(RetrieverError):
     pass
 
 

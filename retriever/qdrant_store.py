@@ -6,7 +6,8 @@ never share one), cosine distance, one point per tool with the payload
 :meth:`QdrantCatalog.sync` re-embeds only tools whose document digest changed and
 deletes tools that left the catalog.
 Local mode (``path=``, under the data directory) and a server (``url=``) are the
-same API; local mode allows one client per folder.
+same API; local mode allows one client per folder and is not thread-safe, so every
+call goes through the client's own thread (:class:`retriever.owned_client.OwnedClient`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from qdrant_client import QdrantClient, models
 
 from retriever.documents import ToolDocument
 from retriever.embedder import Vectors
+from retriever.owned_client import OwnedClient
 
 _UPSERT_BATCH = 512
 _SCROLL_BATCH = 2048
@@ -52,15 +54,15 @@ class StoredPoint:
     text: str
 
 
-def open_client(data_dir: Path, url: str | None) -> QdrantClient:
+def open_client(data_dir: Path, url: str | None) -> OwnedClient:
     if url:
         # The version check runs in a thread of its own at construction and, with the
         # server down, ends in a warning and an exception nobody can catch; /readyz
         # watches the server instead.
-        return QdrantClient(url=url, timeout=30, check_compatibility=False)
+        return OwnedClient(QdrantClient(url=url, timeout=30, check_compatibility=False))
     folder = data_dir / "qdrant"
     folder.mkdir(parents=True, exist_ok=True)
-    return QdrantClient(path=str(folder))
+    return OwnedClient(QdrantClient(path=str(folder)))
 
 
 def collection_name(catalog: str, model: str) -> str:
@@ -72,25 +74,35 @@ def point_id(tool_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, tool_id))
 
 
+def probe(client: QdrantClient, collection: str, dim: int) -> None:
+    """Search ``collection`` once: raises when it no longer works (readiness)."""
+    client.query_points(collection, query=[1.0] * dim, limit=1, with_payload=False)
+
+
 class QdrantCatalog:
-    def __init__(self, client: QdrantClient, collection: str, dim: int) -> None:
+    """A catalog's collection; its methods block, so a coroutine calls them in a thread."""
+
+    def __init__(self, client: OwnedClient, collection: str, dim: int) -> None:
         self._client = client
         self.collection = collection
-        self._dim = dim
+        self.dim = dim
 
     def exists(self) -> bool:
-        return bool(self._client.collection_exists(self.collection))
+        return self._client.call(lambda c: bool(c.collection_exists(self.collection)))
 
     def ensure(self) -> None:
-        if self.exists():
+        self._client.call(self._ensure)
+
+    def _ensure(self, client: QdrantClient) -> None:
+        if client.collection_exists(self.collection):
             return
-        self._client.create_collection(
+        client.create_collection(
             self.collection,
-            vectors_config=models.VectorParams(size=self._dim, distance=models.Distance.COSINE),
+            vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
         )
-        if not _is_local(self._client):  # local mode scans anyway and warns about indexes
+        if not self._client.is_local:  # local mode scans anyway and warns about indexes
             for key in ("category", "group"):
-                self._client.create_payload_index(
+                client.create_payload_index(
                     self.collection, key, field_schema=models.PayloadSchemaType.KEYWORD
                 )
 
@@ -102,7 +114,7 @@ class QdrantCatalog:
         """Every point with its vector, in a stable order (by tool id)."""
         rows = sorted(self._scroll(with_vectors=True), key=lambda row: row[0].tool_id)
         if not rows:
-            return [], np.zeros((0, self._dim), dtype=np.float32)
+            return [], np.zeros((0, self.dim), dtype=np.float32)
         vectors = np.asarray([vector for _, vector in rows], dtype=np.float32)
         return [point for point, _ in rows], vectors
 
@@ -115,23 +127,19 @@ class QdrantCatalog:
         changed = [doc for doc in documents if _digest(before.get(doc.id)) != doc.digest]
         for start in range(0, len(changed), _UPSERT_BATCH):
             batch = changed[start : start + _UPSERT_BATCH]
-            vectors = embed([doc.text for doc in batch])
-            self._client.upsert(
-                self.collection,
-                points=[
-                    models.PointStruct(
-                        id=point_id(doc.id), vector=vector.tolist(), payload=_payload(doc)
-                    )
-                    for doc, vector in zip(batch, vectors, strict=True)
-                ],
-                wait=True,
-            )
+            vectors = embed([doc.text for doc in batch])  # outside the client's thread
+            points = [
+                models.PointStruct(
+                    id=point_id(doc.id), vector=vector.tolist(), payload=_payload(doc)
+                )
+                for doc, vector in zip(batch, vectors, strict=True)
+            ]
+            self._upsert(points)
         gone = set(before) - {doc.id for doc in documents}
         if gone:
-            self._client.delete(
-                self.collection,
-                points_selector=models.PointIdsList(points=[point_id(t) for t in sorted(gone)]),
-                wait=True,
+            selector = models.PointIdsList(points=[point_id(t) for t in sorted(gone)])
+            self._client.call(
+                lambda c: c.delete(self.collection, points_selector=selector, wait=True)
             )
         added = sum(doc.id not in before for doc in changed)
         return SyncReport(
@@ -140,6 +148,9 @@ class QdrantCatalog:
             removed=len(gone),
             unchanged=len(documents) - len(changed),
         )
+
+    def _upsert(self, points: list[models.PointStruct]) -> None:
+        self._client.call(lambda c: c.upsert(self.collection, points=points, wait=True))
 
     def search(
         self,
@@ -155,20 +166,27 @@ class QdrantCatalog:
             for key, value in (("category", category), ("group", group))
             if value is not None
         ]
-        response = self._client.query_points(
-            self.collection,
-            query=vector.tolist(),
-            limit=k,
-            query_filter=models.Filter(must=conditions) if conditions else None,
-            with_payload=["tool_id"],
+        response = self._client.call(
+            lambda c: c.query_points(
+                self.collection,
+                query=vector.tolist(),
+                limit=k,
+                query_filter=models.Filter(must=conditions) if conditions else None,
+                with_payload=["tool_id"],
+            )
         )
         return [(str((p.payload or {})["tool_id"]), float(p.score)) for p in response.points]
 
     def _scroll(self, *, with_vectors: bool) -> list[tuple[StoredPoint, list[float]]]:
+        return self._client.call(lambda c: self._scroll_all(c, with_vectors))
+
+    def _scroll_all(
+        self, client: QdrantClient, with_vectors: bool
+    ) -> list[tuple[StoredPoint, list[float]]]:
         rows: list[tuple[StoredPoint, list[float]]] = []
         offset: models.ExtendedPointId | None = None
         while True:
-            points, offset = self._client.scroll(
+            points, offset = client.scroll(
                 self.collection,
                 limit=_SCROLL_BATCH,
                 offset=offset,
@@ -207,7 +225,3 @@ def _stored(payload: dict[str, object]) -> StoredPoint:
 
 def _digest(point: StoredPoint | None) -> str | None:
     return point.digest if point is not None else None
-
-
-def _is_local(client: QdrantClient) -> bool:
-    return type(client._client).__name__ == "QdrantLocal"

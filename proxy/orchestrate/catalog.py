@@ -6,7 +6,11 @@ select mode's service (one copy in memory), the built-in tool pack is written in
 the graph store when it is missing or has changed, and the Qdrant collection is
 brought in step with the store (only changed tools are embedded) before the
 in-process index is loaded from it. The long-term plan memory uses the same
-Qdrant client: local mode allows one client per folder.
+Qdrant client (local mode allows one client per folder), and every call to it runs
+on the client's own thread: local mode is not thread-safe, and the memory is read
+and written while requests run. Readiness searches both collections once
+(:meth:`CatalogService.check`), so a store that no longer works takes the process
+out of rotation.
 
 The tool registry calls :meth:`CatalogService.changed` after every write; the next
 request re-syncs the index first.
@@ -27,11 +31,11 @@ from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
-    from qdrant_client import QdrantClient
-
     from proxy.plan.memory import PlanMemory
     from proxy.plan.planner import RequestPlanner
     from retriever.embedder import Encoder
+    from retriever.owned_client import OwnedClient
+    from retriever.qdrant_store import QdrantCatalog
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +71,8 @@ class CatalogService:
         self._catalog: Catalog | None = None
         self._stale = True
         self._lock = asyncio.Lock()
-        self._client: QdrantClient | None = None  # opened by the first load
+        self._client: OwnedClient | None = None  # opened by the first load
+        self._index: QdrantCatalog | None = None
         self._memory: PlanMemory | None = None
 
     def changed(self) -> None:
@@ -89,6 +94,18 @@ class CatalogService:
                     ) from None
                 self._stale = False
         return self._catalog
+
+    async def check(self) -> None:
+        """Readiness: one search of the catalog's collection and of the plan memory's,
+        once loaded (before, the first request loads them); raises when one fails."""
+        client, index = self._client, self._index
+        if self._catalog is None or client is None or index is None:
+            return
+        from retriever.qdrant_store import probe  # loaded with the catalog: no import here
+
+        await client.run(lambda c: probe(c, index.collection, index.dim))
+        if self._memory is not None:
+            await self._memory.probe()
 
     def close(self) -> None:
         if self._client is not None:
@@ -112,13 +129,17 @@ class CatalogService:
         if self._client is None:
             self._client = open_client(settings.data_dir, settings.qdrant_url)
         name = collection_name(settings.retriever.catalog, encoder.name)
-        qdrant = QdrantCatalog(self._client, name, encoder.dim)
+        qdrant = self._index = QdrantCatalog(self._client, name, encoder.dim)
         tools = store.list_tools()
         report = build_index(tools, encoder, qdrant, settings.retriever, progress=False)
         log.info("catalog index: %s", report.summary())
         index = load_index(qdrant, settings.retriever)
         if self._memory is None:
-            self._memory = PlanMemory(self._client, settings.planner.memory_collection, encoder.dim)
+            memory = PlanMemory(
+                self._client, settings.planner.memory_collection, encoder.dim, settings.secrets()
+            )
+            memory.create()
+            self._memory = memory
         planner = settings.planner
         finder = CandidateFinder(self.store, index, weights_from(planner), mode=planner.graph_mode)
         return Catalog(

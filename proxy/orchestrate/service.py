@@ -361,7 +361,7 @@ class Orchestrator:
         earlier = await self.results.earlier(_dicts(turn.messages), turn.client)
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
         with turn.stage("plan"):
-            plan = await catalog.planner.plan(conversation_text(turn.messages), model)
+            plan = await catalog.planner.plan(conversation_text(turn.messages), model, turn.client)
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
         self._count_tools(plan, tool_plan)
         turn.trace["plan"] = plan.trace()
@@ -373,7 +373,7 @@ class Orchestrator:
             if questions := executed.run.questions():
                 return Prepared(earlier, executed, question="\n".join(questions))
             # off the request's path: embedding the sub-tasks and writing Qdrant
-            self._spawn(self._remember_path(catalog, plan, executed))
+            self._spawn(self._remember_path(catalog, plan, executed, turn.client))
         say("answering…")
         messages = answer_messages(turn.messages, executed, earlier)
         return Prepared(earlier, executed, body=answer_body(turn.body, turn.target.model, messages))
@@ -409,7 +409,9 @@ class Orchestrator:
         turn.trace["deadline_exceeded"] = executed.run.deadline_exceeded
         return executed
 
-    async def _remember_path(self, catalog: Catalog, plan: Plan, executed: ExecutedPlan) -> None:
+    async def _remember_path(
+        self, catalog: Catalog, plan: Plan, executed: ExecutedPlan, scope: str
+    ) -> None:
         from proxy.plan.policy import embed_subtasks  # with the catalog: loaded by now
 
         memory = catalog.memory
@@ -419,7 +421,7 @@ class Orchestrator:
             vectors = await asyncio.to_thread(
                 embed_subtasks, catalog.planner.encoder, plan.subtasks
             )
-            await asyncio.to_thread(memory.remember, plan, executed.run, vectors)
+            await memory.remember(plan, executed.run, vectors, scope)
         except Exception:  # memory is a help to later plans, never a failure of this one
             log.warning("could not remember the plan's path", exc_info=True)
 

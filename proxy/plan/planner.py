@@ -4,7 +4,8 @@
 long-term memory examples. Whatever fails on the way (the model unreachable, its
 answers unusable after the retries) degrades to the LLM-free policy over the
 sub-tasks obtained so far, or over the conversation as one sub-task, and the reason
-is kept in ``plan.notes`` for the trace.
+is kept in ``plan.notes`` for the trace. The long-term memory is read only for the
+client ``scope`` names (a hash of its key); without one it is not read.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
 from retriever.embedder import Encoder, Vectors
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, VectorStoreError
 
 log = logging.getLogger(__name__)
 
@@ -44,19 +45,22 @@ class RequestPlanner:
         self.config = config
         self.memory = memory
 
-    async def plan(self, conversation: str, model: ChatModel | None) -> Plan:
-        """Decompose ``conversation`` and choose a tool for every sub-task.
+    async def plan(
+        self, conversation: str, model: ChatModel | None, scope: str | None = None
+    ) -> Plan:
+        """Decompose ``conversation`` and choose a tool for every sub-task, with the
+        memory of client ``scope`` as examples.
 
         Without a catalog to search (the graph store or the retriever failing) there is
         nothing to fall back to: the plan is empty and its note says why.
         """
         try:
-            return await self._plan(conversation, model)
+            return await self._plan(conversation, model, scope)
         except (GraphStoreError, RetrieverError) as exc:
             log.warning("no plan: the catalog is unavailable: %s", exc)
             return Plan([], {}, "none", notes=[f"no plan: the catalog is unavailable: {exc}"])
 
-    async def _plan(self, conversation: str, model: ChatModel | None) -> Plan:
+    async def _plan(self, conversation: str, model: ChatModel | None, scope: str | None) -> Plan:
         if model is None or self.config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
@@ -75,7 +79,7 @@ class RequestPlanner:
             return Plan(
                 [], {}, "llm", no_tools=True, llm_calls=counted.calls, tokens=counted.tokens
             )
-        return await self._select(conversation, found.subtasks, counted)
+        return await self._select(conversation, found.subtasks, counted, scope)
 
     async def plan_subtasks(
         self, conversation: str, subtasks: Sequence[SubTask], model: ChatModel | None
@@ -83,10 +87,14 @@ class RequestPlanner:
         """Choose tools for sub-tasks given from outside (the eval's gold steps)."""
         if model is None or self.config.policy == "graph":
             return await self._without_llm(subtasks, ["no planner model"])
-        return await self._select(conversation, subtasks, CountedModel(model))
+        return await self._select(conversation, subtasks, CountedModel(model), None)
 
     async def _select(
-        self, conversation: str, subtasks: Sequence[SubTask], counted: CountedModel
+        self,
+        conversation: str,
+        subtasks: Sequence[SubTask],
+        counted: CountedModel,
+        scope: str | None,
     ) -> Plan:
         plan = Plan(list(subtasks), {}, "llm")
         try:
@@ -97,7 +105,7 @@ class RequestPlanner:
                     counted,
                     self.config.top_k,
                     beam=self.config.beam,
-                    examples=self._examples(vectors),
+                    examples=await self._examples(plan, vectors, scope),
                 )
                 await search_with_reflection(
                     search,
@@ -121,13 +129,17 @@ class RequestPlanner:
         plan.notes += notes
         return plan
 
-    def _examples(self, vectors: Mapping[str, Vectors]) -> dict[str, list[str]]:
-        if self.memory is None or self.config.memory_k == 0:
+    async def _examples(
+        self, plan: Plan, vectors: Mapping[str, Vectors], scope: str | None
+    ) -> dict[str, list[str]]:
+        if self.memory is None or self.config.memory_k == 0 or scope is None:
             return {}
-        examples: dict[str, list[str]] = {}
-        for vector in vectors.values():
-            examples.update(self.memory.recall(vector, self.config.memory_k))
-        return examples
+        try:
+            return await self.memory.recall(list(vectors.values()), self.config.memory_k, scope)
+        except VectorStoreError as exc:  # examples help; planning goes on without them
+            log.warning("the plan memory could not be read: %s", exc)
+            plan.notes.append(f"no memory examples: {exc}")
+            return {}
 
 
 def _fell_back(exc: Exception) -> str:

@@ -3,6 +3,7 @@ budgets, degradation, and memory written only after a successful run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -21,6 +22,7 @@ from proxy.plan.model import Plan
 from proxy.plan.planner import RequestPlanner
 from proxy.plan.policy import embed_subtasks
 from retriever.embedder import Encoder
+from retriever.owned_client import OwnedClient
 
 REQUEST = "Find a flight from Beijing to Paris, book it for Li Lei and text my wife."
 STEPS = {
@@ -254,22 +256,28 @@ def run_of(plan: Plan, outcome: Outcome) -> PlanRun:
 async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:
-    memory = PlanMemory(QdrantClient(location=":memory:"), "plan_memory", encoder.dim)
+    memory = PlanMemory(OwnedClient(QdrantClient(location=":memory:")), "mem", encoder.dim)
+    await asyncio.to_thread(memory.create)
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     subject = RequestPlanner(
         finder, encoder, Planner(top_k=3, reflection_rounds=0, memory_k=2), memory
     )
-    plan = await subject.plan(REQUEST, model)
+    plan = await subject.plan(REQUEST, model, "client-a")
     vectors = embed_subtasks(encoder, plan.subtasks)
-    assert memory.remember(plan, run_of(plan, Outcome.FAILED), vectors) == 0
-    assert memory.count() == 0
-    assert memory.remember(plan, run_of(plan, Outcome.OK), vectors) == 3
-    found = memory.recall(vectors["s3"], 1)
+    assert await memory.remember(plan, run_of(plan, Outcome.FAILED), vectors, "client-a") == 0
+    assert await memory.count() == 0
+    assert await memory.remember(plan, run_of(plan, Outcome.OK), vectors, "client-a") == 3
+    found = await memory.recall([vectors["s3"]], 1, "client-a")
     assert found == {"send my wife a text message": ["flight_search", "book_flight", "send_sms"]}
+    assert await memory.recall([vectors["s3"]], 1, "client-b") == {}
     upstream.reset()
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
-    await subject.plan(REQUEST, model)
+    await subject.plan(REQUEST, model, "client-a")
     assert "A past success" in prompts(upstream)[1]
+    upstream.reset()
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    await subject.plan(REQUEST, model, "client-b")
+    assert "A past success" not in prompts(upstream)[1]
 
 
 def stage_count(stage: str) -> float:

@@ -25,6 +25,7 @@ from retriever.embedder import Encoder, Vectors
 from retriever.fusion import reciprocal_rank_fusion, top_k
 from retriever.index import ToolIndex
 from retriever.lexical import BM25Index, tokenize
+from retriever.owned_client import OwnedClient
 from retriever.qdrant_store import QdrantCatalog
 from tests.retriever.catalog import catalog_tools, make_tool
 
@@ -157,13 +158,13 @@ class CountingEncoder:
 
 
 @pytest.fixture
-def qdrant(tmp_path: Path) -> Iterator[QdrantClient]:
-    client = QdrantClient(path=str(tmp_path / "qdrant"))
+def qdrant(tmp_path: Path) -> Iterator[OwnedClient]:
+    client = OwnedClient(QdrantClient(path=str(tmp_path / "qdrant")))
     yield client
     client.close()
 
 
-def test_qdrant_sync_embeds_only_what_changed(qdrant: QdrantClient, encoder: Encoder) -> None:
+def test_qdrant_sync_embeds_only_what_changed(qdrant: OwnedClient, encoder: Encoder) -> None:
     counting = CountingEncoder(encoder)
     catalog = QdrantCatalog(qdrant, "tools-test", encoder.dim)
     tools = catalog_tools()
@@ -187,7 +188,7 @@ def test_qdrant_sync_embeds_only_what_changed(qdrant: QdrantClient, encoder: Enc
     assert len(catalog.stored()) == 9
 
 
-def test_the_matrix_and_qdrant_agree(qdrant: QdrantClient, encoder: Encoder) -> None:
+def test_the_matrix_and_qdrant_agree(qdrant: OwnedClient, encoder: Encoder) -> None:
     config = RetrieverConfig()
     catalog = QdrantCatalog(qdrant, "tools-test", encoder.dim)
     catalog.sync(
