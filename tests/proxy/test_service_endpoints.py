@@ -103,7 +103,7 @@ def test_readyz_checks_the_configured_redis(start_proxy: Any, redis_server: str)
     ready = start_proxy(redis_url=redis_server)
     response = httpx.get(f"{ready.url}/readyz", timeout=10)
     assert response.status_code == 200
-    assert response.json()["checks"] == {"redis": "ok"}
+    assert response.json()["checks"] == {"redis": "ok", "catalog": "ok"}
 
     broken = start_proxy(redis_url=f"redis://127.0.0.1:{free_port()}/0")
     response = httpx.get(f"{broken.url}/readyz", timeout=10)
@@ -202,7 +202,7 @@ def test_metrics_label_models_by_the_routing_table_never_by_the_clients_name(
 def test_readyz_checks_the_configured_neo4j(start_proxy: Any, bolt_uri: str) -> None:
     ready = start_proxy(neo4j_uri=bolt_uri)
     response = httpx.get(f"{ready.url}/readyz", timeout=30)
-    assert response.json()["checks"] == {"neo4j": "ok"}
+    assert response.json()["checks"] == {"neo4j": "ok", "catalog": "ok"}
     assert response.status_code == 200
 
     broken = start_proxy(neo4j_uri=f"bolt://neo4j:pw@127.0.0.1:{free_port()}")
