@@ -26,8 +26,9 @@ Third-party exceptions (httpx, litellm) are translated where they enter, in
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from proxy import json_codec
@@ -187,16 +188,22 @@ class InternalError(ToolgraphError):
 
 
 def redact_headers(
-    headers: Iterable[tuple[bytes, bytes]], secrets: Sequence[str]
+    headers: Iterable[tuple[bytes, bytes]], secrets: tuple[str, ...]
 ) -> list[tuple[bytes, bytes]]:
     """ASGI response headers with :func:`redact` applied to every value."""
-    prefixes = [secret[:6].encode() for secret in secrets if len(secret) >= 8]
-    if not prefixes:
+    found = _prefixes(secrets)
+    if found is None:
         return list(headers)
     return [
-        (name, _redact_bytes(value, secrets) if any(p in value for p in prefixes) else value)
-        for name, value in headers
+        (name, _redact_bytes(value, secrets) if found(value) else value) for name, value in headers
     ]
+
+
+@functools.cache
+def _prefixes(secrets: tuple[str, ...]) -> Callable[[bytes], re.Match[bytes] | None] | None:
+    # Every response passes here: one search per header, compiled once per key set.
+    prefixes = [re.escape(secret[:6].encode()) for secret in secrets if len(secret) >= 8]
+    return re.compile(b"|".join(prefixes)).search if prefixes else None
 
 
 def _redact_bytes(value: bytes, secrets: Iterable[str]) -> bytes:
