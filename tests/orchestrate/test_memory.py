@@ -7,6 +7,7 @@ import os
 import pickle
 import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def stored_payloads() -> list[dict[str, Any]]:
     path = Path(os.environ["TOOLGRAPH_DATA_DIR"]) / "qdrant/collection/plan_memory"
     if not (path / "storage.sqlite").exists():
         return []
-    with sqlite3.connect(f"file:{path / 'storage.sqlite'}?mode=ro", uri=True) as db:
+    with closing(sqlite3.connect(f"file:{path / 'storage.sqlite'}?mode=ro", uri=True)) as db:
         rows = db.execute("SELECT point FROM points").fetchall()
     return [pickle.loads(row[0]).payload for row in rows]  # our own test data
 

@@ -256,7 +256,8 @@ def run_of(plan: Plan, outcome: Outcome) -> PlanRun:
 async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:
-    memory = PlanMemory(OwnedClient(QdrantClient(location=":memory:")), "mem", encoder.dim)
+    client = OwnedClient(QdrantClient(location=":memory:"))
+    memory = PlanMemory(client, "mem", encoder.dim)
     await asyncio.to_thread(memory.create)
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     subject = RequestPlanner(
@@ -278,6 +279,7 @@ async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     await subject.plan(REQUEST, model, "client-b")
     assert "A past success" not in prompts(upstream)[1]
+    await asyncio.to_thread(client.close)
 
 
 def stage_count(stage: str) -> float:
