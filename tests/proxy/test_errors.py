@@ -180,15 +180,19 @@ def test_no_field_or_forwarded_header_echoes_a_key(
     detail = {"message": "denied", "type": f"t_{echoed}", "param": echoed, "code": echoed}
     headers = {"retry-after": echoed, "x-ratelimit-limit-requests": f"60 for {echoed}"}
     upstream.enqueue(Script(status=429, error=detail, headers=headers))
-    with pytest.raises(openai.RateLimitError) as raised:
-        sdk(proxy).chat.completions.create(model="m", messages=user("x"), stream=stream)
     upstream.enqueue(Script(headers=headers, text="fine"))
-    answered = sdk(proxy).chat.completions.with_raw_response.create(
-        model="m", messages=user("x"), stream=stream
-    )
+    with sdk(proxy) as client:
+        with pytest.raises(openai.RateLimitError) as raised:
+            client.chat.completions.create(model="m", messages=user("x"), stream=stream)
+        answered = client.chat.completions.with_raw_response.create(
+            model="m", messages=user("x"), stream=stream
+        )
+        responses = (raised.value.response, answered.http_response)
+        seen = [response.read() + str(response.headers.raw).encode() for response in responses]
+        answered.http_response.close()
 
-    for response in (raised.value.response, answered.http_response):
-        assert UPSTREAM_KEY[:6].encode() not in response.read() + str(response.headers.raw).encode()
+    assert all(UPSTREAM_KEY[:6].encode() not in text for text in seen)
+    for response in responses:
         assert response.headers["x-ratelimit-limit-requests"] == "60 for ***"
     assert raised.value.body == {
         "message": "denied",
