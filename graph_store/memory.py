@@ -9,10 +9,17 @@ name, category, group; edges as parallel arrays of tool indexes, kinds, weightsâ
 followed by each tool's full record as JSON, back to back. Loading parses the header
 only; a full record is parsed the first time someone asks for that tool, which is
 what lets 50k tools load in well under a second.
+
+Several processes may share the directory (``toolgraph serve --workers N``): a write
+holds an exclusive ``flock`` on ``graph.lock``, first takes in the file if another
+process replaced it, then writes. The file's identity (inode, modification time,
+size) is the store's :meth:`~InProcessStore.version`; :meth:`~InProcessStore.refresh`
+re-reads the file when it is not the one this process last read or wrote.
 """
 
 from __future__ import annotations
 
+import fcntl
 import gc
 import os
 import struct
@@ -41,6 +48,7 @@ from graph_store.models import (
 from graph_store.names import group_id
 
 FILE_NAME = "graph.bin"
+LOCK_NAME = "graph.lock"
 MAGIC = b"TOOLGRAPH-STORE\n"
 FORMAT_VERSION = 1
 _KINDS = list(EdgeKind)
@@ -79,6 +87,8 @@ class InProcessStore:
         self._in: dict[str, dict[EdgeKey, Edge]] = {}
         self._adjacency: dict[tuple[str, Direction], list[tuple[Edge, ToolRef]]] = {}
         self._groups: dict[str, ToolGroup] | None = None
+        self._seen: _FileId | None = None  # the file as this process last read or wrote it
+        self._writes = 0  # the version of a store without a directory
 
     @classmethod
     def open(cls, directory: Path) -> InProcessStore:
@@ -88,6 +98,42 @@ class InProcessStore:
             store._load(path)
         return store
 
+    # --- sharing -----------------------------------------------------------------
+
+    def version(self) -> str:
+        if self.directory is None:
+            return f"memory-{self._writes}"
+        found = _file_id(self.directory / FILE_NAME)
+        return "empty" if found is None else "-".join(map(str, found))
+
+    def refresh(self) -> None:
+        if self.directory is None or _file_id(self.directory / FILE_NAME) == self._seen:
+            return
+        fresh = InProcessStore.open(self.directory)
+        # One assignment, so that a reader in another thread sees the old state or the
+        # new one, field by field, never a half-loaded dict.
+        (
+            self._entries,
+            self._cache,
+            self._keys,
+            self._edges,
+            self._out,
+            self._in,
+            self._adjacency,
+            self._groups,
+            self._seen,
+        ) = (
+            fresh._entries,
+            fresh._cache,
+            fresh._keys,
+            fresh._edges,
+            fresh._out,
+            fresh._in,
+            {},
+            None,
+            fresh._seen,
+        )
+
     # --- catalog -----------------------------------------------------------------
 
     def upsert_tools(self, tools: Sequence[Tool]) -> None:
@@ -96,10 +142,8 @@ class InProcessStore:
                 self._put_tool(tool)
 
     def delete_tools(self, ids: Collection[str]) -> int:
-        present = [tool_id for tool_id in ids if tool_id in self._entries]
-        if not present:
-            return 0
-        with self._transaction():
+        with self._transaction():  # another process may have added or removed them
+            present = [tool_id for tool_id in ids if tool_id in self._entries]
             for tool_id in present:
                 self._unindex(self._entries.pop(tool_id))
                 self._cache.pop(tool_id, None)
@@ -261,6 +305,29 @@ class InProcessStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
+        with self._exclusive():
+            self.refresh()
+            with self._rollback():
+                yield
+                self._save()
+                self._writes += 1
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the directory's write lock: one writer at a time across processes."""
+        if self.directory is None:
+            yield
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / LOCK_NAME).open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    @contextmanager
+    def _rollback(self) -> Iterator[None]:
         saved = (
             dict(self._entries),
             dict(self._cache),
@@ -272,7 +339,6 @@ class InProcessStore:
         self._adjacency, self._groups = {}, None
         try:
             yield
-            self._save()
         except BaseException:
             self._entries, self._cache, self._keys, self._edges, self._out, self._in = saved
             raise
@@ -309,7 +375,7 @@ class InProcessStore:
             }
         )
         parts = [MAGIC, _LENGTH.pack(len(header)), header, *(e.record for e in entries)]
-        _write_atomically(self.directory / FILE_NAME, parts)
+        self._seen = _write_atomically(self.directory / FILE_NAME, parts)
 
     def _load(self, path: Path) -> None:
         # Loading allocates ~100k long-lived objects; cyclic GC passes over a big heap
@@ -324,7 +390,11 @@ class InProcessStore:
 
     def _read(self, path: Path) -> None:
         try:
-            data = path.read_bytes()
+            with path.open("rb") as file:
+                # Identified by the open file, so that a replacement written meanwhile
+                # is not mistaken for what was read.
+                seen = _identity(os.fstat(file.fileno()))
+                data = file.read()
             if not data.startswith(MAGIC):
                 raise ValueError("not a toolgraph store file")
             start = len(MAGIC) + _LENGTH.size
@@ -334,6 +404,7 @@ class InProcessStore:
                 raise ValueError(f"format version {header['version']!r}, not {FORMAT_VERSION}")
             self._load_tools(header["tools"], memoryview(data)[start + size :])
             self._load_edges(header["edges"])
+            self._seen = seen
         except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
             raise StoreUnavailable(f"cannot read the graph file {path}: {exc}") from exc
 
@@ -413,7 +484,22 @@ def _group(entry: _Entry) -> ToolGroup:
     )
 
 
-def _write_atomically(path: Path, parts: list[bytes | memoryview]) -> None:
+_FileId = tuple[int, int, int]
+
+
+def _identity(stat: os.stat_result) -> _FileId:
+    return (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _file_id(path: Path) -> _FileId | None:
+    try:
+        return _identity(path.stat())
+    except FileNotFoundError:
+        return None
+
+
+def _write_atomically(path: Path, parts: list[bytes | memoryview]) -> _FileId:
+    """Write ``path`` whole or not at all; the identity of the file written."""
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as file:
@@ -421,6 +507,7 @@ def _write_atomically(path: Path, parts: list[bytes | memoryview]) -> None:
                 file.write(part)
             file.flush()
             os.fsync(file.fileno())
+            written = _identity(os.fstat(file.fileno()))
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -430,3 +517,4 @@ def _write_atomically(path: Path, parts: list[bytes | memoryview]) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+    return written

@@ -8,10 +8,15 @@ fields queries filter on are plain properties beside it.
 
 The URI carries the credentials and the database: ``bolt://user:password@host:7687/db``
 (database ``neo4j`` when the path is empty).
+
+Every write also sets a fresh random value on one ``CatalogStamp`` node, in the same
+transaction: that value is the store's :meth:`~Neo4jStore.version`, which replicas
+sharing the server compare to notice each other's writes.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, LiteralString, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -112,6 +117,9 @@ _CLEAR: tuple[LiteralString, ...] = (
     "MATCH (n:Category) DETACH DELETE n",
 )
 
+_STAMP: LiteralString = "MERGE (s:CatalogStamp {key: 'catalog'}) SET s.value = $value"
+_READ_STAMP: LiteralString = "MATCH (s:CatalogStamp {key: 'catalog'}) RETURN s.value AS value"
+
 _GRAPH_EDGE: LiteralString = "[e:SEQUENTIAL|STRONG_DEP|WEAK_DEP]"
 
 
@@ -132,7 +140,9 @@ class Neo4jStore:
     def __init__(self, driver: neo4j.Driver, database: str) -> None:
         self._driver = driver
         self._database = database
-        self._run_write(lambda tx: [tx.run(statement).consume() for statement in _SCHEMA])
+        self._run_write(
+            lambda tx: [tx.run(statement).consume() for statement in _SCHEMA], stamp=False
+        )
 
     @classmethod
     def from_uri(cls, uri: str, retry_seconds: float = 15.0) -> Neo4jStore:
@@ -291,6 +301,13 @@ class Neo4jStore:
 
         self._run_write(work)
 
+    def version(self) -> str:
+        records = self._read(_READ_STAMP)
+        return str(records[0]["value"]) if records else ""
+
+    def refresh(self) -> None:
+        """Nothing to take in: every read goes to the server."""
+
     def close(self) -> None:
         self._driver.close()
 
@@ -324,10 +341,18 @@ class Neo4jStore:
             raise StoreUnavailable(f"Neo4j refused a query: {exc.message}") from exc
         return records
 
-    def _run_write(self, work: Callable[[ManagedTransaction], _T]) -> _T:
+    def _run_write(self, work: Callable[[ManagedTransaction], _T], stamp: bool = True) -> _T:
+        """Run ``work`` in one write transaction that also bumps the catalog stamp (a
+        schema change cannot share its transaction with a data write)."""
+
+        def stamped(tx: ManagedTransaction) -> _T:
+            result = work(tx)
+            tx.run(_STAMP, value=uuid.uuid4().hex).consume()
+            return result
+
         try:
             with self._driver.session(database=self._database) as session:
-                return session.execute_write(work)
+                return session.execute_write(stamped if stamp else work)
         except ConstraintError:
             raise
         except (DriverError, OSError) as exc:

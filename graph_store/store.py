@@ -79,6 +79,13 @@ class GraphStore(Protocol):
 
     def clear(self) -> None: ...
 
+    def version(self) -> str:
+        """A stamp of the stored catalog and graph that changes with every write, made
+        by this process or by any other sharing the store (workers, replicas)."""
+
+    def refresh(self) -> None:
+        """Take in what other processes wrote since this one last read or wrote."""
+
     def close(self) -> None: ...
 
 

@@ -48,3 +48,15 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[GraphStore
     neo4j.clear()
     yield neo4j
     neo4j.clear()
+
+
+@pytest.fixture
+def twin(store: GraphStore, request: pytest.FixtureRequest) -> Iterator[GraphStore]:
+    """A second handle on ``store``'s data, as another worker or replica holds it."""
+    if isinstance(store, InProcessStore):
+        assert store.directory is not None
+        yield InProcessStore.open(store.directory)
+        return
+    other = Neo4jStore.from_uri(request.getfixturevalue("bolt_uri"))
+    yield other
+    other.close()

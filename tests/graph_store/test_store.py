@@ -191,3 +191,41 @@ def test_neighbours_see_every_change(graph: GraphStore) -> None:
     graph.delete_tools([book.id])
     assert [n.name for n in neighbors(graph, [review.id])] == []
     assert [n.name for n in neighbors(graph, [search.id], [WEAK])] == []
+
+
+def test_every_write_changes_the_version(store: GraphStore) -> None:
+    writes = [
+        lambda: store.upsert_tools([search, details]),
+        lambda: store.upsert_edges([edge(search, details, STRONG, 0.9)]),
+        lambda: store.replace_edges("schema", []),
+        lambda: store.set_availability({search.id: 0.5}),
+        lambda: store.delete_tools([details.id]),
+        store.clear,
+    ]
+    seen = [store.version()]
+    for write in writes:
+        write()
+        seen.append(store.version())
+    assert len(set(seen)) == len(seen)
+
+
+def test_another_handle_sees_writes_once_it_refreshes(store: GraphStore, twin: GraphStore) -> None:
+    assert twin.get_tool(search.id) is None
+    store.upsert_tools([search])
+    assert twin.version() == store.version()
+    twin.refresh()
+    assert twin.get_tool("search_hotels") == search
+    twin.delete_tools([search.id])
+    store.refresh()
+    assert store.get_tool(search.id) is None
+    assert store.version() == twin.version()
+
+
+def test_writes_through_two_handles_are_both_kept(store: GraphStore, twin: GraphStore) -> None:
+    store.upsert_tools([search])
+    twin.upsert_tools([details])  # without a refresh of its own first
+    store.upsert_edges([edge(search, details, STRONG, 0.9)])
+    for handle in (store, twin):
+        handle.refresh()
+        assert set(handle.names()) == {"search_hotels", "hotel_details"}
+        assert len(handle.edges()) == 1
