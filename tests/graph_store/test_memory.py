@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graph_store.errors import InvalidItem, StoreUnavailable
-from graph_store.memory import FILE_NAME, InProcessStore
+from graph_store.memory import FILE_NAME, LOCK_NAME, InProcessStore
 from graph_store.models import EdgeKind
 from graph_store.store import neighbors
 from tests.graph_store.tools import edge, make_tool
@@ -46,7 +46,7 @@ def test_a_failed_write_leaves_file_and_memory_as_they_were(
     monkeypatch.undo()
     assert (tmp_path / FILE_NAME).read_bytes() == before
     assert [t.name for t in store.list_tools()] == ["alpha"]
-    assert [p.name for p in tmp_path.iterdir()] == [FILE_NAME]  # no temporary left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == [FILE_NAME, LOCK_NAME]  # no temporary
     assert [t.name for t in InProcessStore.open(tmp_path).list_tools()] == ["alpha"]
 
 
