@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -26,6 +28,7 @@ from proxy.kv import open_key_value
 from proxy.middleware import ObservabilityMiddleware
 from proxy.orchestrate import router as orchestrate_router
 from proxy.orchestrate.catalog import CatalogService
+from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.service import Orchestrator
 from proxy.registry import router as registry_router
 from proxy.registry.service import ToolRegistry
@@ -110,13 +113,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         upstreams,
         open_key_value(redis, settings.orchestrate.max_traces),
     )
+    notices = CatalogNotices(redis, catalog.changed)
     if store is not None:
-        app.state.registry = ToolRegistry(store, executor.invoker, on_change=catalog.changed)
+        app.state.registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
+    listener = asyncio.create_task(notices.listen())
     try:
         if settings.orchestrate.preload:
             await catalog.get()
         yield
     finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
         await orchestrator.drain()
         await executor.aclose()
         catalog.close()

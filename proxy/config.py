@@ -240,6 +240,13 @@ class Orchestrate(_Section):
         description="Load the catalog (embedding model, index) at start-up instead of on the "
         "first orchestrate request.",
     )
+    catalog_check_interval: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds between checks of the graph store's catalog stamp on the request "
+        "path: how late a tool another worker or replica registered, replaced or deleted may be "
+        "used here (a notice through Redis makes it sooner).",
+    )
     keepalive: float = Field(
         default=5.0, gt=0, description="Seconds between SSE keep-alive comments while tools run."
     )

@@ -9,6 +9,7 @@ of its work.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -40,7 +41,8 @@ class DiskCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = np.asarray(list(self.vectors), dtype=str)
         matrix = np.stack(list(self.vectors.values()))
-        partial = self.path.with_suffix(".part.npz")
+        # One partial file per process: workers filling their folders may save at once.
+        partial = self.path.with_suffix(f".{os.getpid()}.part.npz")
         np.savez(partial, keys=keys, vectors=matrix)
         partial.replace(self.path)
 

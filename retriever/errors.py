@@ -4,6 +4,7 @@ RetrieverError
  ├── ModelNotFound     the configured model folder does not exist or is not a model
  ├── IndexNotBuilt     a search over a catalog that has no index yet
  ├── VectorStoreError  Qdrant failed a call (unreachable, or a collection that no longer works)
+ ├── FoldersTaken      every local Qdrant folder is held by another process
  └── InvalidTools      a client's tools that cannot be ranked (duplicates, bad schemas)
 """
 
@@ -23,6 +24,10 @@ class IndexNotBuilt(RetrieverError):
 
 
 class VectorStoreError(RetrieverError):
+    pass
+
+
+class FoldersTaken(RetrieverError):
     pass
 
 

@@ -6,23 +6,28 @@ never share one), cosine distance, one point per tool with the payload
 :meth:`QdrantCatalog.sync` re-embeds only tools whose document digest changed and
 deletes tools that left the catalog.
 Local mode (``path=``, under the data directory) and a server (``url=``) are the
-same API; local mode allows one client per folder and is not thread-safe, so every
-call goes through the client's own thread (:class:`retriever.owned_client.OwnedClient`).
+same API; local mode allows one client per folder, so each worker process of a
+server claims a folder of its own (:func:`claim_local_folder`), and is not
+thread-safe, so every call goes through the client's own thread
+(:class:`retriever.owned_client.OwnedClient`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 from qdrant_client import QdrantClient, models
 
 from retriever.documents import ToolDocument
 from retriever.embedder import Vectors
+from retriever.errors import FoldersTaken
 from retriever.owned_client import OwnedClient
 
 _UPSERT_BATCH = 512
@@ -63,6 +68,37 @@ def open_client(data_dir: Path, url: str | None) -> OwnedClient:
     folder = data_dir / "qdrant"
     folder.mkdir(parents=True, exist_ok=True)
     return OwnedClient(QdrantClient(path=str(folder)))
+
+
+@dataclass
+class LocalFolder:
+    """A local-mode folder this process holds until :meth:`release`."""
+
+    path: Path
+    slot: int
+    _lock: IO[str]
+
+    def release(self) -> None:
+        self._lock.close()
+
+
+def claim_local_folder(data_dir: Path, slots: int = 256) -> LocalFolder:
+    """The first folder no other process holds: ``qdrant`` (the one ``toolgraph index
+    build`` fills), else ``qdrant-1``, ``qdrant-2``… The claim is an ``flock`` on a
+    file beside the folder, held while the process lives; the folders stay, so a
+    worker that starts again finds its vectors there."""
+    for slot in range(slots):
+        name = "qdrant" if slot == 0 else f"qdrant-{slot}"
+        lock = (data_dir / f"{name}.lock").open("a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        folder = data_dir / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return LocalFolder(folder, slot, lock)
+    raise FoldersTaken(f"all {slots} Qdrant folders under {data_dir} are held by other processes")
 
 
 def collection_name(catalog: str, model: str) -> str:

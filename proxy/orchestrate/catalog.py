@@ -6,23 +6,30 @@ select mode's service (one copy in memory), the built-in tool pack is written in
 the graph store when it is missing or has changed, and the Qdrant collection is
 brought in step with the store (only changed tools are embedded) before the
 in-process index is loaded from it. The long-term plan memory uses the same
-Qdrant client (local mode allows one client per folder), and every call to it runs
-on the client's own thread: local mode is not thread-safe, and the memory is read
-and written while requests run. Readiness searches both collections once
-(:meth:`CatalogService.check`), so a store that no longer works takes the process
-out of rotation.
+Qdrant client, and every call to it runs on the client's own thread: local mode is
+not thread-safe, and the memory is read and written while requests run. Readiness
+searches both collections once (:meth:`CatalogService.check`), so a store that no
+longer works takes the process out of rotation. Local mode allows one client per
+folder, so each worker process claims a folder of its own (``qdrant``,
+``qdrant-1``…); a folder met empty is filled from the embeddings cache ``toolgraph
+index build`` leaves, not by embedding again.
 
-The tool registry calls :meth:`CatalogService.changed` after every write; the next
-request re-syncs the index first.
+The catalog is loaded again when the store's tools changed: at once after a write
+through this process's registry (:meth:`CatalogService.changed`) or a notice from
+another process, and at the latest when a request finds the store's version stamp
+moved (checked at most every ``orchestrate.catalog_check_interval`` seconds), which
+covers writes by other workers and replicas whose notice was lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from graph_store.errors import StoreUnavailable
 from graph_store.models import Tool
 from graph_store.store import GraphStore, open_store
 from proxy.config import Settings
@@ -35,7 +42,7 @@ if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports 
     from proxy.plan.planner import RequestPlanner
     from retriever.embedder import Encoder
     from retriever.owned_client import OwnedClient
-    from retriever.qdrant_store import QdrantCatalog
+    from retriever.qdrant_store import LocalFolder, QdrantCatalog
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +77,11 @@ class CatalogService:
         self._select = select
         self._catalog: Catalog | None = None
         self._stale = True
+        self._version = ""  # the store's version the catalog was loaded at
+        self._checked = 0.0  # when a request last compared it with the store's
         self._lock = asyncio.Lock()
         self._client: OwnedClient | None = None  # opened by the first load
+        self._folder: LocalFolder | None = None  # the local-mode folder it holds
         self._index: QdrantCatalog | None = None
         self._memory: PlanMemory | None = None
 
@@ -80,20 +90,48 @@ class CatalogService:
         self._stale = True
 
     async def get(self) -> Catalog:
-        if self._catalog is not None and not self._stale:
-            return self._catalog
+        catalog = self._catalog
+        if catalog is not None and not self._stale and not await self._store_moved():
+            return catalog
         encoder = await self._select.encoder()
         async with self._lock:
-            if self._catalog is None or self._stale:
-                try:
-                    self._catalog = await asyncio.to_thread(self._load, encoder)
-                except Exception as exc:  # Qdrant, Neo4j or the disk: tried again next time
-                    log.warning("the catalog could not be loaded", exc_info=True)
-                    raise CatalogUnavailable(
-                        f"the tool catalog could not be loaded: {type(exc).__name__}: {exc}"
-                    ) from None
-                self._stale = False
-        return self._catalog
+            catalog = self._catalog
+            if catalog is None or self._stale:
+                self._stale = False  # a change noticed while loading marks it again
+                catalog = await self._reload(encoder)
+        return catalog
+
+    async def _reload(self, encoder: Encoder) -> Catalog:
+        try:
+            catalog, self._version = await asyncio.to_thread(self._load, encoder)
+        except Exception as exc:  # Qdrant, Neo4j or the disk: tried again next time
+            self._stale = True
+            log.warning("the catalog could not be loaded", exc_info=True)
+            raise CatalogUnavailable(
+                f"the tool catalog could not be loaded: {type(exc).__name__}: {exc}"
+            ) from None
+        self._catalog = catalog
+        return catalog
+
+    async def _store_moved(self) -> bool:
+        """Whether another process wrote the store since the catalog was loaded; asked
+        of the store at most once per interval, by one request."""
+        now = time.monotonic()
+        if self.store is None or now - self._checked < self._interval:
+            return False
+        self._checked = now
+        try:
+            version = await asyncio.to_thread(self.store.version)
+        except (StoreUnavailable, OSError) as exc:  # planning meets it too, and says so
+            log.warning("the catalog's version could not be read: %s", exc)
+            return False
+        if version != self._version:
+            self._stale = True
+        return self._stale
+
+    @property
+    def _interval(self) -> float:
+        return self._settings.orchestrate.catalog_check_interval
 
     async def check(self) -> None:
         """Readiness: one search of the catalog's collection and of the plan memory's,
@@ -110,28 +148,38 @@ class CatalogService:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+        if self._folder is not None:
+            self._folder.release()
         if self.store is not None:
             self.store.close()
 
-    def _load(self, encoder: Encoder) -> Catalog:
+    def _load(self, encoder: Encoder) -> tuple[Catalog, str]:
+        """The catalog as the store holds it now, and the store's version it was read at."""
         from proxy.plan.candidates import CandidateFinder, weights_from
         from proxy.plan.memory import PlanMemory
         from proxy.plan.planner import RequestPlanner
         from retriever.catalog import build_index, load_index
-        from retriever.qdrant_store import QdrantCatalog, collection_name, open_client
+        from retriever.qdrant_store import QdrantCatalog, collection_name
 
         settings = self._settings
         if self.store is None:
             self.store = open_store(settings)
         store = self.store
+        store.refresh()
         if settings.orchestrate.builtin_tools:
             self._seed_builtin_tools(store)
+        # Read before the tools: a write landing in between leaves a stamp that differs
+        # from the store's, so the next check loads again rather than missing it.
+        version = store.version()
         if self._client is None:
-            self._client = open_client(settings.data_dir, settings.qdrant_url)
+            self._client = self._open_client()
         name = collection_name(settings.retriever.catalog, encoder.name)
         qdrant = self._index = QdrantCatalog(self._client, name, encoder.dim)
+        cache = None if qdrant.exists() else settings.data_dir / "embeddings"
         tools = store.list_tools()
-        report = build_index(tools, encoder, qdrant, settings.retriever, progress=False)
+        report = build_index(
+            tools, encoder, qdrant, settings.retriever, cache_dir=cache, progress=False
+        )
         log.info("catalog index: %s", report.summary())
         index = load_index(qdrant, settings.retriever)
         if self._memory is None:
@@ -141,12 +189,26 @@ class CatalogService:
             memory.create()
             self._memory = memory
         planner = settings.planner
-        finder = CandidateFinder(self.store, index, weights_from(planner), mode=planner.graph_mode)
-        return Catalog(
-            self.store,
+        finder = CandidateFinder(store, index, weights_from(planner), mode=planner.graph_mode)
+        catalog = Catalog(
+            store,
             RequestPlanner(finder, encoder, planner, self._memory),
             {tool.name: tool for tool in tools},
         )
+        return catalog, version
+
+    def _open_client(self) -> OwnedClient:
+        from qdrant_client import QdrantClient
+
+        from retriever.owned_client import OwnedClient
+        from retriever.qdrant_store import claim_local_folder, open_client
+
+        settings = self._settings
+        if settings.qdrant_url:
+            return open_client(settings.data_dir, settings.qdrant_url)
+        self._folder = claim_local_folder(settings.data_dir)
+        log.info("the catalog's vectors and plan memory are in %s", self._folder.path)
+        return OwnedClient(QdrantClient(path=str(self._folder.path)))
 
     @staticmethod
     def _seed_builtin_tools(store: GraphStore) -> None:

@@ -12,9 +12,10 @@ check, and nothing of the batch is stored. Built-in tools need no check.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import JsonValue
 
@@ -30,6 +31,7 @@ from proxy.execute.invocation import BUILTIN_SCHEME, ToolInvoker
 from proxy.registry.protocol import RegisterTools
 
 _SOURCE = Path("registry")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +46,7 @@ class ToolRegistry:
         self,
         store: GraphStore,
         invoker: ToolInvoker,
-        on_change: Callable[[], None] | None = None,
+        on_change: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._invoker = invoker
@@ -55,7 +57,7 @@ class ToolRegistry:
         """Parse, check and (unless ``store`` is false) save the tools of ``request``."""
         tools = _parse(request)
         async with self._writing:
-            taken = await asyncio.to_thread(self._store.names)
+            taken = await asyncio.to_thread(self._fresh, self._store.names)
             tools, clashes = unique_tools(tools, taken)
             if clashes:
                 raise Conflict(clashes[0].problem, param=clashes[0].item, code="name_taken")
@@ -64,24 +66,30 @@ class ToolRegistry:
             ]
             if store:
                 await asyncio.to_thread(self._store.upsert_tools, tools)
-                self._on_change()
+                await self._on_change()
         return tools, checks
 
     async def get(self, key: str) -> Tool:
-        tool = await asyncio.to_thread(self._store.get_tool, key)
+        tool = await asyncio.to_thread(self._fresh, lambda: self._store.get_tool(key))
         if tool is None:
             raise NotFound(f"no tool {key!r} in the catalog", param="tool", code="tool_not_found")
         return tool
 
     async def list(self, category: str | None) -> list[Tool]:
-        return await asyncio.to_thread(self._store.list_tools, category)
+        return await asyncio.to_thread(self._fresh, lambda: self._store.list_tools(category))
 
     async def delete(self, key: str) -> Tool:
         async with self._writing:
             tool = await self.get(key)
             await asyncio.to_thread(self._store.delete_tools, [tool.id])
-            self._on_change()
+            await self._on_change()
         return tool
+
+    def _fresh(self, read: Callable[[], _T]) -> _T:
+        """``read`` after taking in what other processes (workers sharing the embedded
+        store) wrote."""
+        self._store.refresh()
+        return read()
 
     async def _check(self, tool: Tool, arguments: dict[str, JsonValue] | None) -> Check:
         if tool.endpoint is None or tool.endpoint.url.startswith(BUILTIN_SCHEME):
@@ -104,7 +112,7 @@ class ToolRegistry:
         return Check(tool.name, "passed")
 
 
-def _nothing() -> None:
+async def _nothing() -> None:
     pass
 
 

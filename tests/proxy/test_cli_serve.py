@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eval.fake_upstream import FakeUpstream
 from tests.conftest import free_port
+from tests.orchestrate.conftest import ORCHESTRATE, Brain
 
 
 @pytest.fixture
@@ -30,7 +31,11 @@ def serve(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
 
 
 def start(
-    processes: list[subprocess.Popen[bytes]], args: list[str], env: dict[str, str], log: Path
+    processes: list[subprocess.Popen[bytes]],
+    args: list[str],
+    env: dict[str, str],
+    log: Path,
+    within: float = 60,
 ) -> str:
     port = free_port()
     with log.open("wb") as sink:
@@ -42,7 +47,7 @@ def start(
         )
     processes.append(process)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"toolgraph exited: {log.read_text()}")
@@ -51,7 +56,7 @@ def start(
                 return url
         except httpx.TransportError:
             time.sleep(0.1)
-    raise AssertionError("toolgraph did not come up within 60 s")
+    raise AssertionError(f"toolgraph did not come up within {within} s: {log.read_text()}")
 
 
 def chat_requests_counted(url: str) -> float:
@@ -96,3 +101,33 @@ def test_metrics_add_up_across_workers(
             assert response.status_code == 200
     assert chat_requests_counted(url) == sent
     assert len(upstream.requests) == sent
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["preload", "on_demand"])
+def test_orchestrate_works_on_every_worker_with_the_embedded_stores(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path, preload: bool
+) -> None:
+    brain = Brain()
+    brain.one_step("Compute 6*7", "Compute", "evaluate_expression", {"expression": "6*7"})
+    upstream.responder = brain
+    config = tmp_path / "toolgraph.yaml"
+    config.write_text(
+        f"upstream_base_url: {upstream.base_url}\norchestrate:\n  preload: {str(preload).lower()}\n"
+    )
+    log = tmp_path / "serve.log"
+    # Start-up loads the embedding model in each worker (and with preload the catalog).
+    url = start(serve, ["--workers", "2", "--config", str(config)], {}, log, within=300)
+    for _ in range(12):  # a fresh connection each, so both workers get some
+        with httpx.Client() as client:
+            response = client.post(
+                f"{url}/v1/chat/completions",
+                json={
+                    "model": "m",
+                    "messages": [{"role": "user", "content": "6*7?"}],
+                    **ORCHESTRATE,
+                },
+                timeout=120,
+            )
+        assert response.status_code == 200, response.text
+        assert "42" in response.json()["choices"][0]["message"]["content"]
+    assert "Traceback" not in log.read_text()  # no worker failed to start, or died

@@ -1,0 +1,109 @@
+"""Start-up time and memory of ``toolgraph serve --workers N`` with the embedded stores.
+
+Each run starts the real CLI with the catalog preloaded (every worker loads the
+embedding model, claims its Qdrant folder and indexes the catalog before it serves),
+on a fresh data directory and then again on the same one, and reports the seconds
+until every worker holds its folder and each serving process's RSS (Linux)::
+
+    python -m eval.bench_workers --workers 1 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from eval._bench_services import free_port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+    for workers in args.workers:
+        with tempfile.TemporaryDirectory(prefix="toolgraph-workers-") as data:
+            for start in ("fresh", "again"):
+                seconds, rss = measure(workers, Path(data), args.timeout)
+                print(
+                    f"workers={workers} {start}: all ready in {seconds:.1f} s, "
+                    f"RSS MiB per process {[round(r) for r in rss]}, total {sum(rss):.0f}"
+                )
+
+
+def measure(workers: int, data: Path, timeout: float) -> tuple[float, list[float]]:
+    env = {
+        **os.environ,
+        "TOOLGRAPH_DATA_DIR": str(data),
+        "TOOLGRAPH_ORCHESTRATE__PRELOAD": "true",
+        "TOOLGRAPH_UPSTREAM_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    command = [sys.executable, "-m", "proxy", "serve", "--port", str(free_port())]
+    began = time.monotonic()
+    process = subprocess.Popen(
+        [*command, "--workers", str(workers)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while held(data, workers) < workers:
+            if process.poll() is not None or time.monotonic() - began > timeout:
+                raise SystemExit(f"toolgraph with {workers} workers did not come up")
+            time.sleep(0.05)
+        seconds = time.monotonic() - began
+        return seconds, serving_rss(process.pid, workers)
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def held(data: Path, workers: int) -> int:
+    """How many workers hold a folder with their plan memory in it (made after the
+    catalog's index, the last step of a worker's start-up)."""
+    count = 0
+    for slot in range(workers):
+        name = "qdrant" if slot == 0 else f"qdrant-{slot}"
+        ready = (data / name / "collection" / "plan_memory").is_dir()
+        count += ready and locked(data / f"{name}.lock")
+    return count
+
+
+def locked(path: Path) -> bool:
+    with path.open("a") as file:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(file, fcntl.LOCK_UN)
+        return False
+
+
+def serving_rss(pid: int, workers: int) -> list[float]:
+    """The RSS of each process that serves (from ``/proc``): the CLI itself for one
+    worker, else the workers uvicorn spawned."""
+    if workers == 1:
+        pids = [pid]
+    else:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids = [
+            int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()
+        ]
+    return sorted(rss_mib(p) for p in pids)
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise SystemExit(f"no RSS for process {pid}")
+
+
+if __name__ == "__main__":
+    main()
