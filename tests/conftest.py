@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import openai
 import pytest
 import uvicorn
 
@@ -31,6 +32,23 @@ def unavailable(reason: str) -> None:
     if IN_CI:
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+_clients: list[openai.OpenAI] = []
+
+
+def closed_after_test(client: openai.OpenAI) -> openai.OpenAI:
+    """``client``, closed when the test ends: a pooled socket left for the garbage
+    collector is a ResourceWarning, and warnings are errors."""
+    _clients.append(client)
+    return client
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
 
 
 def free_port() -> int:

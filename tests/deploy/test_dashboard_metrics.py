@@ -122,17 +122,17 @@ def wait_until_healthy(url: str, process: subprocess.Popen[bytes]) -> None:
 @pytest.fixture(scope="module")
 def exposition(running_proxy: RunningProxy) -> Exposition:
     """/metrics after plain and streamed chat requests."""
-    client = OpenAI(base_url=f"{running_proxy.url}/v1", api_key="sk-client", max_retries=0)
     messages = [{"role": "user", "content": "hello there"}]
-    for _ in range(2):  # with several workers, each is likely to answer one
-        client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
-        stream = client.chat.completions.create(
-            model="fake-model",
-            messages=messages,  # type: ignore[arg-type]
-            stream=True,
-            stream_options={"include_usage": True},
-        )
-        assert [chunk for chunk in stream]
+    with OpenAI(base_url=f"{running_proxy.url}/v1", api_key="sk-client", max_retries=0) as client:
+        for _ in range(2):  # with several workers, each is likely to answer one
+            client.chat.completions.create(model="fake-model", messages=messages)  # type: ignore[arg-type]
+            stream = client.chat.completions.create(
+                model="fake-model",
+                messages=messages,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            assert [chunk for chunk in stream]
     text = httpx.get(f"{running_proxy.url}/metrics", timeout=5).text
     samples: dict[str, set[str]] = {}
     families = set()

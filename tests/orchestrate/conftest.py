@@ -19,7 +19,7 @@ from aiohttp import web
 
 from eval.brain import Brain
 from eval.fake_upstream import FakeUpstream
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, closed_after_test
 
 ORCHESTRATE: dict[str, Any] = {"toolgraph": {"mode": "orchestrate"}}
 PROGRESS: dict[str, Any] = {"toolgraph": {"mode": "orchestrate", "progress": True}}
@@ -33,9 +33,6 @@ def brain(upstream: FakeUpstream) -> Brain:
     return brain
 
 
-_clients: list[openai.OpenAI] = []
-
-
 def sdk(server: ServerThread, timeout: float = 60, max_retries: int = 0) -> openai.OpenAI:
     """An SDK client for ``server``, closed when the test ends (its pooled sockets too)."""
     client = openai.OpenAI(
@@ -44,15 +41,7 @@ def sdk(server: ServerThread, timeout: float = 60, max_retries: int = 0) -> open
         max_retries=max_retries,
         timeout=timeout,
     )
-    _clients.append(client)
-    return client
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while _clients:
-        _clients.pop().close()
+    return closed_after_test(client)
 
 
 def user(text: str) -> list[Any]:

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, closed_after_test
 
 UPSTREAM_KEY = "sk-upstream-secret-0123456789"
 
@@ -40,7 +40,9 @@ TOOLS: list[Any] = [
 
 def sdk(server: ServerThread | FakeUpstream, key: str = "sk-client") -> openai.OpenAI:
     base_url = server.base_url if isinstance(server, FakeUpstream) else f"{server.url}/v1"
-    return openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=20)
+    return closed_after_test(
+        openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=20)
+    )
 
 
 def user(text: str) -> list[Any]:
@@ -260,7 +262,9 @@ async def test_two_hundred_concurrent_streams_complete_in_order(
         assert last.usage is not None
         return text, f"You said: {words}"
 
-    results = await asyncio.gather(*(one(i) for i in range(200)))
-    await client.close()
+    try:
+        results = await asyncio.gather(*(one(i) for i in range(200)))
+    finally:
+        await client.close()
     assert all(got == want for got, want in results)
     assert len(upstream.requests) == 200

@@ -12,15 +12,15 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
-from tests.conftest import ServerThread, StartProxy
+from tests.conftest import ServerThread, StartProxy, closed_after_test
 from tests.retriever.client_tools import client_tools, visa_tool
 
 SELECT = {"toolgraph": {"mode": "select", "top_k": 4}}
 
 
 def sdk(server: ServerThread) -> openai.OpenAI:
-    return openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key="sk-client", max_retries=0, timeout=60
+    return closed_after_test(
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key="sk-client", max_retries=0, timeout=60)
     )
 
 
