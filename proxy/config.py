@@ -218,7 +218,10 @@ class Planner(_Section):
         default=2, ge=0, le=10, description="Times a path judged wrong is searched again."
     )
     memory_k: int = Field(
-        default=3, ge=0, le=20, description="Similar past successful paths shown to the model."
+        default=3,
+        ge=0,
+        le=20,
+        description="Similar past successful paths of the same client shown to the model.",
     )
     memory_collection: str = Field(
         default="plan_memory",
