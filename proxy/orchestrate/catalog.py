@@ -110,7 +110,7 @@ class CatalogService:
             raise CatalogUnavailable(
                 f"the tool catalog could not be loaded: {type(exc).__name__}: {exc}"
             ) from None
-        self._catalog = catalog
+        self._catalog, self._checked = catalog, time.monotonic()  # as fresh as a check
         return catalog
 
     async def _store_moved(self) -> bool:

@@ -28,9 +28,21 @@ from tests.orchestrate.conftest import (
 TOOL = "track_parcel"
 
 
-@pytest.fixture
+# How a replica learns of the other's write: the Redis notice alone (the stamp is
+# checked once an hour), or the graph store's stamp alone (no Redis to carry notices).
+WAYS: dict[str, dict[str, object]] = {
+    "notice": {"orchestrate": {"catalog_check_interval": 3600}},
+    "stamp": {"redis_url": None, "orchestrate": {"catalog_check_interval": 1}},
+}
+
+
+@pytest.fixture(params=list(WAYS))
 def replicas(
-    start_proxy: StartProxy, redis_server: str, bolt_uri: str, tmp_path: Path
+    start_proxy: StartProxy,
+    redis_server: str,
+    bolt_uri: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> Iterator[tuple[ServerThread, ServerThread]]:
     clear_graph(bolt_uri)
     shared: dict[str, object] = {
@@ -39,6 +51,7 @@ def replicas(
         "neo4j_uri": bolt_uri,
         "planner": {"policy": "llm", "top_k": 10, "memory_k": 0},
         "executor": {"allow_private_networks": True, "retries": 0},
+        **WAYS[request.param],
     }
     yield (
         start_proxy(data_dir=tmp_path / "a", **shared),
