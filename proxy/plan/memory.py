@@ -84,8 +84,8 @@ class PlanMemory:
         return found
 
     async def probe(self) -> None:
-        """Search the collection once: raises when it no longer works (readiness)."""
-        await self._client.run(lambda c: probe(c, self.collection, self.dim))
+        """Count the collection: raises when it no longer works (readiness)."""
+        await self._client.run(lambda c: probe(c, self.collection))
 
     async def count(self) -> int:
         return await self._client.run(lambda c: c.count(self.collection).count)
