@@ -24,11 +24,11 @@ from proxy.chat.service import ChatService, Upstreams
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.execute.service import ToolExecutor
-from proxy.kv import open_key_value
 from proxy.middleware import ObservabilityMiddleware
 from proxy.orchestrate import router as orchestrate_router
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.notices import CatalogNotices
+from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
 from proxy.registry import router as registry_router
 from proxy.registry.service import ToolRegistry
@@ -111,7 +111,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor,
         router,
         upstreams,
-        open_key_value(redis, settings.orchestrate.max_traces),
+        Stores.open(redis, settings.orchestrate),
     )
     notices = CatalogNotices(redis, catalog.changed)
     if store is not None:

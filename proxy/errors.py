@@ -18,10 +18,13 @@ ToolgraphError                 status, type, code, param: what the client sees
  │    ├── MissingArguments     400 (a required value only the user can give: ask them)
  │    ├── ToolResponseTooLarge 502 (the response passed the size cap)
  │    └── EgressDenied         403 (the egress policy refuses the host or its address)
+ ├── StoreUnavailable          503 store_unavailable: Redis cannot be reached (nothing ran)
+ ├── StoreFull                 503 store_full: an in-process store that must not forget is full
  └── InternalError             500, never with details
 
-Third-party exceptions (httpx, litellm) are translated where they enter, in
-``proxy.upstream`` and ``proxy.execute.invocation``; everything above raises only these.
+Third-party exceptions (httpx, litellm, redis) are translated where they enter, in
+``proxy.upstream``, ``proxy.execute.invocation`` and ``proxy.kv``; everything above
+raises only these.
 """
 
 from __future__ import annotations
@@ -179,6 +182,22 @@ class ToolResponseTooLarge(ToolError):
 class EgressDenied(ToolError):
     status = 403
     code = "egress_denied"
+
+
+class StoreUnavailable(ToolgraphError):
+    """A store of records (``proxy.kv``) cannot be reached; raised where redis' errors enter."""
+
+    status = 503
+    type = "server_error"
+    code = "store_unavailable"
+
+
+class StoreFull(ToolgraphError):
+    """A bounded in-process store that must keep its entries to their TTL has no room."""
+
+    status = 503
+    type = "server_error"
+    code = "store_full"
 
 
 class InternalError(ToolgraphError):

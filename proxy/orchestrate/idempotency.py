@@ -6,8 +6,19 @@ of a stream. A replay with the same body gets that answer with
 ``idempotent-replayed: true`` and runs nothing; the same key with another body is
 a 409. While the first still runs, a repeat gets a 409 the SDK retries after a
 second. A request that fails before any tool ran gives its key up, so a retry may
-run; one that fails after tools ran stores its error, so a retry does not run
-them twice. Keys are per client: the hash of the client's key is part of them.
+run. Once a tool has started the key always keeps an outcome, so a retry never
+runs the tools twice: the answer, the error, or, when the client went away before
+its answer (a timeout, a stream closed), a 409 ``idempotent_request_abandoned``
+with ``x-should-retry: false`` naming the first request's trace, which holds what
+the tools returned. Keys are per client: the hash of the client's key is part of
+them.
+
+A key that cannot be claimed fails the request before anything runs, with a 503
+the SDK retries: ``idempotency_store_unavailable`` when Redis cannot be reached
+(running the tools unprotected would break the key's promise), and
+``idempotency_keys_full`` when the in-process store holds
+``orchestrate.max_idempotency_keys`` live keys (it refuses new keys rather than
+forget old ones before their TTL).
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 
 from proxy import json_codec
-from proxy.errors import Conflict, InvalidRequest
+from proxy.errors import Conflict, InvalidRequest, StoreFull, StoreUnavailable
 from proxy.kv import KeyValue
 
 HEADER = "idempotency-key"
@@ -86,9 +97,29 @@ class IdempotencyKeys:
         scoped = "idem:" + hashlib.sha256(f"{client}\0{key}".encode()).hexdigest()
         fingerprint = hashlib.sha256(body).hexdigest()
         running = json_codec.dumps({"state": "running", "fingerprint": fingerprint})
-        if await self._store.add(scoped, running, self._ttl):
-            return Claim(scoped, fingerprint)
-        raw = await self._store.get(scoped)
+        try:
+            if await self._store.add(scoped, running, self._ttl):
+                return Claim(scoped, fingerprint)
+            raw = await self._store.get(scoped)
+        except StoreUnavailable:
+            raise StoreUnavailable(
+                "the Idempotency-Key cannot be claimed: its store (Redis) cannot be reached. "
+                "Nothing ran; retry, or send the request without the key",
+                param="Idempotency-Key",
+                code="idempotency_store_unavailable",
+                headers={"retry-after": "1"},
+            ) from None
+        except StoreFull:
+            raise StoreFull(
+                "the Idempotency-Key cannot be claimed: toolgraph keeps "
+                "orchestrate.max_idempotency_keys keys in process (no Redis is configured) and "
+                "every one is within its TTL; it refuses a new key rather than forget an old "
+                "one. Nothing ran; retry later, send the request without the key, or configure "
+                "redis_url",
+                param="Idempotency-Key",
+                code="idempotency_keys_full",
+                headers={"retry-after": "60"},
+            ) from None
         if raw is None:  # expired between the two calls: claim it again
             return await self.claim(key, client, body)
         found = json_codec.loads(raw)
@@ -110,6 +141,20 @@ class IdempotencyKeys:
 
     async def finish(self, claim: Claim, answer: Stored) -> None:
         await self._store.put(claim.key, answer.encode(claim.fingerprint), self._ttl)
+
+    async def abandon(self, claim: Claim, headers: dict[str, str]) -> None:
+        """Keep, as the outcome of a request whose client left after tools ran, the
+        error every retry gets instead of a second run."""
+        error = Conflict(
+            "the first request with this Idempotency-Key ran tools, then its client went "
+            "away before the answer; its tools do not run twice, so there is no answer to "
+            "replay. Its trace (the x-toolgraph-trace-id header) holds what the tools "
+            "returned; send a new Idempotency-Key to run the request again",
+            param="Idempotency-Key",
+            code="idempotent_request_abandoned",
+            headers={**headers, "x-should-retry": "false"},
+        )
+        await self.finish(claim, Stored(error.status, error.headers, error.to_json()))
 
     async def release(self, claim: Claim) -> None:
         await self._store.delete(claim.key)

@@ -36,6 +36,7 @@ from proxy.context import RequestContext
 from proxy.errors import (
     InternalError,
     InvalidRequest,
+    StoreUnavailable,
     ToolgraphError,
     UpstreamError,
 )
@@ -43,7 +44,6 @@ from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
-from proxy.kv import KeyValue
 from proxy.orchestrate.answer import (
     KEEPALIVE,
     ChunkWriter,
@@ -55,6 +55,7 @@ from proxy.orchestrate.answer import (
 from proxy.orchestrate.catalog import Catalog, CatalogService
 from proxy.orchestrate.conversation import ConversationResults, EarlierCall
 from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
+from proxy.orchestrate.records import LostRecords, Stores
 from proxy.orchestrate.traces import TraceStore, call_traces
 from proxy.orchestrate.usage import MeteredModel, Usage
 from proxy.plan.model import Plan
@@ -134,16 +135,17 @@ class Orchestrator:
         executor: ToolExecutor,
         router: ModelRouter,
         upstreams: Upstreams,
-        store: KeyValue,
+        stores: Stores,
     ) -> None:
         options = settings.orchestrate
         self.catalog = catalog
         self.executor = executor
-        self.traces = TraceStore(store, options.trace_ttl, settings.secrets())
-        self.keys = IdempotencyKeys(store, options.idempotency_ttl)
+        self.traces = TraceStore(stores.traces, options.trace_ttl, settings.secrets())
+        self.keys = IdempotencyKeys(stores.keys, options.idempotency_ttl)
         self.results = ConversationResults(
-            store, options.conversation_ttl, options.max_reused_results
+            stores.results, options.conversation_ttl, options.max_reused_results
         )
+        self._lost = LostRecords()
         self._router = router
         self._upstreams = upstreams
         self._keepalive = options.keepalive
@@ -183,30 +185,34 @@ class Orchestrator:
     # --- non-streamed -------------------------------------------------------------
 
     async def complete(self, turn: Turn, claim: Claim | None = None) -> Reply:
-        answered = False
+        settled = False  # the key holds its outcome (or was given up)
         try:
-            async with within(self._remaining(turn)):
-                reply = await self._complete(turn)
-            answered = True
-            await self._save_trace(turn)  # readable once the client has the answer
-            if claim is not None:
-                await self.keys.finish(claim, Stored(200, reply.headers, reply.content))
-            return reply
-        except ToolgraphError as exc:
-            exc.headers.update(turn.headers)
+            try:
+                async with within(self._remaining(turn)):
+                    reply = await self._complete(turn)
+            except ToolgraphError as exc:
+                failure = exc
+            except Exception:  # a bug: still an error the client can read, and no retry
+                log.exception("orchestrated request %s failed", turn.trace_id)
+                failure = InternalError("the request failed inside toolgraph; see its trace id")
+            else:
+                await self._save_trace(turn)  # readable once the client has the answer
+                settled = True
+                await self._settled(claim, turn, Stored(200, reply.headers, reply.content))
+                return reply
+            failure.headers.update(turn.headers)
             if turn.tools_ran:
-                exc.headers["x-should-retry"] = "false"
-            self._record_error(turn, exc)
+                failure.headers["x-should-retry"] = "false"
+            self._record_error(turn, failure)
             await self._save_trace(turn)
-            if claim is not None and turn.tools_ran:
-                stored = Stored(exc.status, dict(exc.headers), exc.to_json(self._secrets))
-                await self.keys.finish(claim, stored)
-                claim = None
-            raise
+            settled = True
+            stored = Stored(failure.status, dict(failure.headers), failure.to_json(self._secrets))
+            await self._settled(claim, turn, stored if turn.tools_ran else None)
+            raise failure
         finally:
-            if claim is not None and not answered:
-                self._spawn(self.keys.release(claim))
-            if not turn.trace_saved:  # cancelled: the client went away
+            if not settled:  # cancelled: the client went away
+                self._spawn(self._settle(claim, turn, None))
+            if not turn.trace_saved:
                 self._spawn(self._save_trace(turn))
 
     async def _complete(self, turn: Turn) -> Reply:
@@ -254,13 +260,12 @@ class Orchestrator:
                 yield event
             ended = True
         finally:
-            if claim is not None:
-                # A replay gets what the first client got, when it got all of it; a
-                # stream its client cut short leaves nothing to replay.
-                if ended and (turn.answered() or turn.tools_ran):
-                    self._spawn(self.keys.finish(claim, Stored(200, turn.headers, events=sent)))
-                else:
-                    self._spawn(self.keys.release(claim))
+            # A replay gets what the first client got, when it got all of it; a stream
+            # its client cut short leaves no answer to replay (``_settle`` decides).
+            whole = ended and (turn.answered() or turn.tools_ran)
+            self._spawn(
+                self._settle(claim, turn, Stored(200, turn.headers, events=sent) if whole else None)
+            )
             if not turn.trace_saved:  # cancelled: the client went away
                 self._spawn(self._save_trace(turn))
 
@@ -358,7 +363,7 @@ class Orchestrator:
         say("planning…")
         with turn.stage("catalog"):
             catalog = await self.catalog.get()
-        earlier = await self.results.earlier(_dicts(turn.messages), turn.client)
+        earlier = await self._earlier(turn)
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
         with turn.stage("plan"):
             plan = await catalog.planner.plan(conversation_text(turn.messages), model, turn.client)
@@ -443,9 +448,36 @@ class Orchestrator:
                             record.node.tool, record.arguments, record.output, compressed.text
                         )
                     )
-        await self.results.remember(_dicts(turn.messages), answer, turn.client, calls)
+        remember = self.results.remember(_dicts(turn.messages), answer, turn.client, calls)
+        await self._lost.keep("a turn's tool results", remember)
 
     # --- bookkeeping ----------------------------------------------------------------
+
+    async def _earlier(self, turn: Turn) -> list[EarlierCall]:
+        """The earlier turn's results; none when their store is down (tools run again)."""
+        try:
+            return await self.results.earlier(_dicts(turn.messages), turn.client)
+        except StoreUnavailable as exc:
+            self._lost.lose("an earlier turn's tool results (not read)", exc)
+            return []
+
+    async def _settled(self, claim: Claim | None, turn: Turn, outcome: Stored | None) -> None:
+        """``_settle`` before the client gets the answer (a replay sent at once finds it),
+        and to its end even if the client goes away meanwhile."""
+        await asyncio.shield(self._spawn(self._settle(claim, turn, outcome)))
+
+    async def _settle(self, claim: Claim | None, turn: Turn, outcome: Stored | None) -> None:
+        """What the request's Idempotency-Key keeps: ``outcome``; without one, nothing
+        if no tool started (a retry may run), else the abandoned request's error."""
+        if claim is None:
+            return
+        if outcome is not None:
+            work = self.keys.finish(claim, outcome)
+        elif turn.tools_ran:
+            work = self.keys.abandon(claim, turn.headers)
+        else:
+            work = self.keys.release(claim)
+        await self._lost.keep("an Idempotency-Key's outcome", work)
 
     def _record_error(self, turn: Turn, error: ToolgraphError) -> None:
         turn.trace["answer"] = {"kind": "error", "error": error.to_dict(self._secrets)["error"]}
@@ -470,14 +502,17 @@ class Orchestrator:
         }
         try:
             await self.traces.put(turn.trace_id, trace)
-        except Exception:  # a lost trace must not fail the request
-            log.warning("could not store trace %s", turn.trace_id, exc_info=True)
+        except StoreUnavailable as exc:
+            self._lost.lose("a trace", exc)
+        except Exception:  # a bug; still, a lost trace must not fail the request
+            log.exception("could not store trace %s", turn.trace_id)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run bookkeeping to its end even when the request was cancelled."""
         task = asyncio.get_running_loop().create_task(work)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+        return task
 
     async def drain(self) -> None:
         """Wait for the bookkeeping still running (at shutdown)."""

@@ -4,12 +4,20 @@ tools ran, the in-process keys' bound, and a Redis that goes away."""
 
 from __future__ import annotations
 
+import logging
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
-from tests.conftest import ServerThread, StartProxy
+from eval.fake_upstream import FakeUpstream, Script
+from tests.conftest import ServerThread, StartProxy, free_port, unavailable
 from tests.orchestrate.conftest import (
     BIG_BALANCE,
     ORCHESTRATE,
@@ -111,3 +119,179 @@ def test_the_trace_endpoint_serves_big_integers_as_digits(
     _, trace_id = ask(server, "What is my balance?", stream=False)
     text = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10).text
     assert f'"balance":{BIG_BALANCE}' in text
+
+
+# --- Idempotency-Key: once a tool ran, the key keeps an outcome ---------------------
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def sdk_body(stream: bool) -> bytes:
+    """The bytes the SDK sends for the request the tests retry: a key's fingerprint is
+    the body's hash, so the request that leaves must send the very same."""
+    sent: list[bytes] = []
+
+    def capture(request: httpx.Request) -> httpx.Response:
+        sent.append(request.read())
+        return httpx.Response(400, json={"error": {"message": "captured"}})
+
+    with (
+        openai.OpenAI(
+            base_url="http://capture/v1",
+            api_key="sk-client",
+            max_retries=0,
+            http_client=httpx.Client(transport=httpx.MockTransport(capture)),
+        ) as client,
+        pytest.raises(openai.BadRequestError),
+    ):
+        client.chat.completions.create(**asked(stream))
+    return sent[0]
+
+
+def asked(stream: bool) -> dict[str, Any]:
+    return {
+        "model": "fake-model",
+        "messages": user("What is my balance?"),
+        "stream": stream,
+        "extra_body": ORCHESTRATE,
+        "extra_headers": {"Idempotency-Key": "pay-42"},
+    }
+
+
+def leave_during_the_answer(
+    server: ServerThread, upstream: FakeUpstream, brain: Brain, stream: bool
+) -> None:
+    """Send the keyed request and hang up once its tools ran and the answer call is out
+    (the upstream holds that call open), as a client whose timeout ran out does."""
+    body = sdk_body(stream)
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: toolgraph\r\nidempotency-key: pay-42\r\n"
+        "authorization: Bearer sk-client\r\n"  # keys are per client: the SDK's key
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as client:
+        client.sendall(head.encode() + body)
+        wait_for(lambda: brain.asked["answer"] > 0)
+    wait_for(lambda: upstream.disconnects == 1)  # the proxy gave the answer call up
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_retry_after_the_client_left_mid_answer_gets_a_clear_error_not_a_second_run(
+    start_proxy: StartProxy,
+    local_tools: LocalTools,
+    brain: Brain,
+    upstream: FakeUpstream,
+    stream: bool,
+) -> None:
+    server = serve_tools(start_proxy, local_tools)
+    brain.one_step("Look up the account balance", "balance", "account_balance", {"label": "s"})
+    brain.answer_script = Script(hang=True)
+    leave_during_the_answer(server, upstream, brain, stream)
+    assert local_tools.hits["balance"] == 1
+    # the SDK's own retries (409 while the first request winds down, then the outcome)
+    retrying = sdk(server, max_retries=4)
+    with pytest.raises(openai.ConflictError) as raised:
+        retrying.chat.completions.create(**asked(stream))
+    assert raised.value.code == "idempotent_request_abandoned"
+    headers = raised.value.response.headers
+    assert headers["x-should-retry"] == "false"
+    assert headers["idempotent-replayed"] == "true"
+    assert local_tools.hits["balance"] == 1  # never a second run
+    first = trace(server, headers["x-toolgraph-trace-id"])  # what the tool returned
+    assert first["calls"][0]["output"]["balance"] == BIG_BALANCE
+
+
+# --- in-process keys: kept to their TTL, never pushed out by other requests ----------
+
+
+def test_keys_outlive_unrelated_traffic_and_a_full_store_refuses_new_keys(
+    start_proxy: StartProxy, local_tools: LocalTools, brain: Brain
+) -> None:
+    bounds = {"max_traces": 2, "max_conversations": 2, "max_idempotency_keys": 2}
+    server = serve_tools(start_proxy, local_tools, orchestrate=bounds)
+    brain.one_step("Look up the account balance", "balance", "account_balance", {"label": "s"})
+    client = sdk(server).chat.completions
+    keyed = {**asked(False), "extra_headers": {"Idempotency-Key": "transfer-1"}}
+    first = client.with_raw_response.create(**keyed)
+    for i in range(4):  # twice as many other requests as traces and results are kept
+        ask(server, f"What is my balance, take {i}?", stream=False)
+    runs = local_tools.hits["balance"]
+    again = client.with_raw_response.create(**keyed)
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.parse().model_dump() == first.parse().model_dump()
+    assert local_tools.hits["balance"] == runs
+    client.create(**{**keyed, "extra_headers": {"Idempotency-Key": "transfer-2"}})
+    runs = local_tools.hits["balance"]
+    with pytest.raises(openai.InternalServerError) as raised:  # the SDK's class for 503
+        client.create(**{**keyed, "extra_headers": {"Idempotency-Key": "transfer-3"}})
+    assert raised.value.status_code == 503
+    assert raised.value.code == "idempotency_keys_full"
+    assert "orchestrate.max_idempotency_keys" in raised.value.message
+    assert local_tools.hits["balance"] == runs  # refused before anything ran
+    assert client.with_raw_response.create(**keyed).headers["idempotent-replayed"] == "true"
+
+
+# --- a Redis that goes away ----------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A redis-server of this test alone, which the test may kill."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server is not installed")
+    assert binary is not None
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def listening() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except OSError:
+            return False
+        return True
+
+    wait_for(listening)
+    yield f"redis://127.0.0.1:{port}/0", process
+    process.kill()
+    process.wait(10)
+
+
+def test_a_redis_outage_never_turns_an_answer_into_an_error_and_keys_fail_early(
+    start_proxy: StartProxy,
+    local_tools: LocalTools,
+    brain: Brain,
+    own_redis: tuple[str, subprocess.Popen[bytes]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url, redis = own_redis
+    server = serve_tools(start_proxy, local_tools, redis_url=url)
+    brain.one_step("Look up the account balance", "balance", "account_balance", {"label": "s"})
+    ask(server, "What is my balance?", stream=False)  # Redis up: everything kept
+    redis.kill()
+    redis.wait(10)
+    caplog.clear()
+    for i, stream in enumerate((False, True, False)):
+        answer, _ = ask(server, f"What is my balance, take {i}?", stream)
+        assert str(BIG_BALANCE) in answer
+    lost = [r for r in caplog.records if r.name == "proxy.orchestrate.records"]
+    assert len(lost) == 1, [r.getMessage() for r in lost]  # one warning per interval
+    assert "Redis cannot be reached" in lost[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    # a key cannot be kept: refused before anything runs, and the SDK may retry it
+    runs = local_tools.hits["balance"]
+    with pytest.raises(openai.InternalServerError) as raised:
+        sdk(server).chat.completions.create(**asked(False))
+    assert raised.value.status_code == 503
+    assert raised.value.code == "idempotency_store_unavailable"
+    assert "x-should-retry" not in raised.value.response.headers
+    assert local_tools.hits["balance"] == runs
