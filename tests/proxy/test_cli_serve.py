@@ -16,6 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from eval.fake_upstream import FakeUpstream
 from tests.conftest import free_port
 from tests.orchestrate.conftest import ORCHESTRATE, Brain
+from tests.proxy.test_registry import ADMIN, TOOLS, weather_api, weather_spec
+
+__all__ = ["weather_api"]  # a fixture of test_registry's, used here by name
 
 
 @pytest.fixture
@@ -131,3 +134,53 @@ def test_orchestrate_works_on_every_worker_with_the_embedded_stores(
         assert response.status_code == 200, response.text
         assert "42" in response.json()["choices"][0]["message"]["content"]
     assert "Traceback" not in log.read_text()  # no worker failed to start, or died
+
+
+def ask_weather(url: str) -> str:
+    """An orchestrated request on a fresh connection (either worker may take it)."""
+    with httpx.Client() as client:
+        response = client.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "Paris?"}], **ORCHESTRATE},
+            timeout=120,
+        )
+    assert response.status_code == 200, response.text
+    content: str = response.json()["choices"][0]["message"]["content"]
+    return content
+
+
+def tool_names(url: str) -> set[str]:
+    with httpx.Client() as client:
+        listed = client.get(
+            f"{url}{TOOLS}", headers={"authorization": f"Bearer {ADMIN}"}, timeout=30
+        )
+    assert listed.status_code == 200, listed.text
+    return {tool["name"] for tool in listed.json()["data"]}
+
+
+def test_a_tool_registered_through_one_worker_is_used_by_every_worker(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path, weather_api: str
+) -> None:
+    brain = Brain()
+    brain.one_step("Get the weather in Paris", "weather", "get_weather", {"city": "Paris"})
+    upstream.responder = brain
+    config = tmp_path / "toolgraph.yaml"
+    config.write_text(
+        f"upstream_base_url: {upstream.base_url}\n"
+        "executor: {allow_private_networks: true, retries: 0}\n"
+    )
+    args = ["--workers", "2", "--config", str(config)]
+    url = start(serve, args, {"TOOLGRAPH_ADMIN_KEY": ADMIN}, tmp_path / "serve.log", within=300)
+    assert not any("celsius" in ask_weather(url) for _ in range(8))  # catalogs loaded, no tool
+
+    registered = httpx.post(
+        f"{url}{TOOLS}",
+        json={"openai": [weather_spec(weather_api)]},
+        headers={"authorization": f"Bearer {ADMIN}"},
+        timeout=30,
+    )
+    assert registered.status_code == 201, registered.text
+    assert all("get_weather" in tool_names(url) for _ in range(10))  # each worker lists it
+    deadline = time.monotonic() + 120
+    while not all("celsius" in ask_weather(url) for _ in range(10)):
+        assert time.monotonic() < deadline, "a worker still plans without the new tool"
