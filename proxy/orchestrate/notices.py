@@ -30,6 +30,7 @@ class CatalogNotices:
         self._redis = redis
         self._changed = changed
         self._sender = uuid.uuid4().hex.encode()
+        self._interrupted = False
 
     async def announce(self) -> None:
         """A write through this process: re-sync here, and tell the others (a failure
@@ -43,19 +44,24 @@ class CatalogNotices:
             log.warning("the catalog change notice was not sent: %s", exc)
 
     async def listen(self) -> None:
-        """Hear notices until cancelled, subscribing again after a lost connection."""
+        """Hear notices until cancelled, subscribing again after a lost connection (one
+        warning per outage, not one per try)."""
         while self._redis is not None:
             try:
                 await self._receive()
             except (RedisError, OSError) as exc:
-                log.warning("catalog notices interrupted, retrying: %s", exc)
-                self._changed()  # notices may have been missed meanwhile
+                if not self._interrupted:
+                    log.warning("catalog notices interrupted, retrying: %s", exc)
+                self._interrupted = True
                 await asyncio.sleep(RETRY_SECONDS)
 
     async def _receive(self) -> None:
         assert self._redis is not None
         async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
             await pubsub.subscribe(CHANNEL)
+            if self._interrupted:  # notices may have been missed meanwhile
+                self._interrupted = False
+                self._changed()
             async for message in pubsub.listen():
                 if message.get("data") != self._sender:
                     self._changed()
