@@ -137,8 +137,10 @@ def evaluate(
     variants: Sequence[DocumentVariant] = VARIANTS,
     cache_dir: Path | None = None,
     progress: bool = True,
+    dense_weight: float = 0.5,
 ) -> dict[str, Scores]:
-    """Every method's scores; ``encoder=None`` runs BM25 alone."""
+    """Every method's scores; ``encoder=None`` runs BM25 alone. ``dense_weight`` is the
+    fusion's (``retriever.dense_weight``)."""
     from retriever.bulk import embed_documents
     from retriever.index import ToolIndex
 
@@ -165,7 +167,7 @@ def evaluate(
             progress=progress,
             label=f"embedding {len(documents)} documents ({variant})",
         )
-        index = ToolIndex(documents, vectors)
+        index = ToolIndex(documents, vectors, dense_weight=dense_weight)
         for method in ("dense", "hybrid"):
             runs = _run(index, query_vectors, texts, data, depth, method)
             results[f"{method}-{model}-{variant}"] = score_runs(runs, data, ks)
@@ -197,9 +199,12 @@ def _encode_queries(encoder: Encoder, texts: list[str]) -> Vectors:
 
 
 def _slug(model_name: str) -> str:
-    # "flag:model:mean" (the bundled folder is called "model") reads better as minilm.
-    parts = [p for p in model_name.split(":")[1:2] if p and p != "model"]
-    return re.sub(r"[^a-z0-9]+", "-", (parts[0] if parts else "minilm").lower()).strip("-")
+    # "flag:model:mean" (the bundled folder is called "model") reads better as minilm;
+    # "flag:model:mean+adapter-1a2b3c" (the learned adapter) as minilm-adapter.
+    base, _, adapter = model_name.partition("+adapter")
+    parts = [p for p in base.split(":")[1:2] if p and p != "model"]
+    slug = re.sub(r"[^a-z0-9]+", "-", (parts[0] if parts else "minilm").lower()).strip("-")
+    return f"{slug}-adapter" if adapter else slug
 
 
 def format_report(results: dict[str, Scores], ks: Sequence[int]) -> str:
@@ -270,6 +275,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         variants=variants,
         cache_dir=args.cache_dir or settings.data_dir / "embeddings",
         progress=not args.quiet,
+        dense_weight=settings.retriever.dense_weight,
     )
     print(
         f"{len(data.queries)} queries, {len(data.corpus)} documents, "

@@ -56,7 +56,22 @@ def embed_documents(
     progress: bool = True,
     label: str = "embedding documents",
 ) -> Vectors:
-    """One normalised row per text; texts already in the disk cache are not embedded."""
+    """One normalised row per text; texts already in the disk cache are not embedded.
+
+    An adapted encoder's vectors are its base encoder's (cached under the base model's
+    name) mapped through the adapter, so a new adapter re-embeds nothing."""
+    from retriever.adapter import AdaptedEncoder
+
+    if isinstance(encoder, AdaptedEncoder):
+        base = embed_documents(
+            encoder.base,
+            texts,
+            cache_dir=cache_dir,
+            batch_size=batch_size,
+            progress=progress,
+            label=label,
+        )
+        return encoder.adapter.apply(base)
     cache = DiskCache(cache_dir, encoder.name) if cache_dir is not None else None
     known = cache.vectors if cache is not None else {}
     keys = [text_key(text) for text in texts]

@@ -20,6 +20,16 @@ class RetrieverConfig(BaseModel):
         description="Local folder of the embedding model; unset, the bundled all-MiniLM-L6-v2. "
         "Never downloaded: a missing folder stops start-up.",
     )
+    adapter: bool = Field(
+        default=True,
+        description="Map the encoder's vectors through the learned adapter (retriever/README.md, "
+        "Learned retrieval); false: the encoder's own vectors.",
+    )
+    adapter_path: Path | None = Field(
+        default=None,
+        description="The adapter file; unset, the one bundled for all-MiniLM-L6-v2 (used only "
+        "with the bundled model). A missing or bad file stops start-up.",
+    )
     model_kind: Literal["flag", "bge-m3"] = Field(
         default="flag",
         description="`bge-m3` loads BGE-M3 with BGEM3FlagModel (dense vectors); `flag` any "
@@ -62,6 +72,13 @@ class RetrieverConfig(BaseModel):
         default=True, description="Fuse BM25 with the dense ranking (reciprocal rank fusion)."
     )
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion's constant.")
+    dense_weight: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="Share of the dense ranking in the fusion (BM25 gets the rest); 0.5 is "
+        "plain RRF. 0.8 won leave-one-dataset-out over the training sets (retriever/README.md).",
+    )
     query_turns: int = Field(
         default=3,
         ge=1,

@@ -140,9 +140,12 @@ def schema_params(schema: Mapping[str, JsonValue]) -> tuple[Param, ...]:
 
 
 def corpus_fields(row: Mapping[str, JsonValue]) -> ToolFields:
-    """A BEIR corpus row: plain ``title``/``text``, or ToolBench's or Seal-Tools' fields."""
+    """A BEIR corpus row: plain ``title``/``text``, ToolBench's or Seal-Tools' fields, or
+    the training sets' ``name``/``description``/``parameters`` (../shared/data/train)."""
     doc_id = str(row.get("_id"))
     if "api_name" not in row:
+        if "name" in row and "description" in row:
+            return _train_fields(row, doc_id)
         return ToolFields(id=doc_id, name=_str(row.get("title")), description=_str(row.get("text")))
     params: list[Param] = []
     for key in ("required_parameters", "optional_parameters"):
@@ -163,6 +166,47 @@ def corpus_fields(row: Mapping[str, JsonValue]) -> ToolFields:
         group_description=_str(row.get("tool_description")),
         params=tuple(params),
     )
+
+
+#: Where each training set keeps a tool's group and category (train/README.md).
+_GROUP_KEYS = ("service", "hub", "family", "api", "suite")
+_CATEGORY_KEYS = ("domain", "category")
+
+
+def _train_fields(row: Mapping[str, JsonValue], doc_id: str) -> ToolFields:
+    return ToolFields(
+        id=doc_id,
+        name=_str(row.get("name")),
+        description=_str(row.get("description")),
+        category=next((_str(row.get(k)) for k in _CATEGORY_KEYS if _str(row.get(k))), ""),
+        group=next((_str(row.get(k)) for k in _GROUP_KEYS if _str(row.get(k))), ""),
+        group_description=_str(row.get("service_description") or row.get("api_description")),
+        params=_loose_params(row.get("parameters")),
+    )
+
+
+def _loose_params(value: JsonValue) -> tuple[Param, ...]:
+    """A JSON schema, a ``{name: description}`` dict, or a list of named entries."""
+    if isinstance(value, dict):
+        if isinstance(value.get("properties"), dict):
+            return schema_params(value)
+        return tuple(
+            Param(str(name), spec if isinstance(spec, str) else _str_of(spec))
+            for name, spec in value.items()
+        )
+    if isinstance(value, list):
+        return tuple(
+            Param(str(item["name"]), _str(item.get("description")))
+            for item in value
+            if isinstance(item, dict) and isinstance(item.get("name"), str)
+        )
+    return ()
+
+
+def _str_of(spec: JsonValue) -> str:
+    if isinstance(spec, dict):
+        return _str(spec.get("description"))
+    return ""
 
 
 def _str(value: JsonValue) -> str:

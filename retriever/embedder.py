@@ -57,13 +57,35 @@ _loaded: dict[tuple[str, ...], Encoder] = {}
 
 
 def load_encoder(config: RetrieverConfig) -> Encoder:
-    """The configured model, loaded once per process; :class:`ModelNotFound` when its
-    folder is absent."""
+    """The configured model, loaded once per process, behind the learned adapter when one
+    applies (:func:`adapter_path`); :class:`ModelNotFound` when its folder is absent."""
     path = config.model_path or bundled_model_path()
     key = (str(path), config.model_kind, config.pooling, config.device)
     if key not in _loaded:
         _loaded[key] = _load(path, config)
-    return _loaded[key]
+    adapter = adapter_path(config)
+    if adapter is None:
+        return _loaded[key]
+    adapted_key = (*key, str(adapter))
+    if adapted_key not in _loaded:
+        from retriever.adapter import AdaptedEncoder, load_adapter
+
+        _loaded[adapted_key] = AdaptedEncoder(_loaded[key], load_adapter(adapter))
+    return _loaded[adapted_key]
+
+
+def adapter_path(config: RetrieverConfig) -> Path | None:
+    """The adapter file the config asks for: ``adapter_path`` when set, else the bundled
+    one, which is trained for the bundled model only (None with another model)."""
+    if not config.adapter:
+        return None
+    if config.adapter_path is not None:
+        return config.adapter_path
+    if config.model_path is not None or config.model_kind != "flag":
+        return None
+    from retriever.adapter import BUNDLED_ADAPTER
+
+    return BUNDLED_ADAPTER
 
 
 def _load(path: Path, config: RetrieverConfig) -> Encoder:

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion: ``score(d) = Σ 1 / (k + rank_r(d))`` over the rankings."""
+"""Reciprocal rank fusion: ``score(d) = Σ w_r / (k + rank_r(d))`` over the rankings."""
 
 from __future__ import annotations
 
@@ -22,11 +22,17 @@ def top_k(scores: npt.NDArray[np.float32], k: int) -> Ranking:
 
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Ranking], k: int, *, constant: int = 60
+    rankings: Sequence[Ranking],
+    k: int,
+    *,
+    constant: int = 60,
+    weights: Sequence[float] | None = None,
 ) -> list[tuple[int, float]]:
-    """The fused top ``k`` as (index, fused score), best first."""
+    """The fused top ``k`` as (index, fused score), best first; ``weights`` scale each
+    ranking's terms (equal when None)."""
     fused: dict[int, float] = {}
-    for ranking in rankings:
+    for number, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[number]
         for rank, index in enumerate(ranking.tolist()):
-            fused[index] = fused.get(index, 0.0) + 1.0 / (constant + rank + 1)
+            fused[index] = fused.get(index, 0.0) + weight / (constant + rank + 1)
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]

@@ -45,6 +45,7 @@ class ToolIndex:
         *,
         lexical: bool = True,
         rrf_k: int = 60,
+        dense_weight: float = 0.5,
     ) -> None:
         if len(documents) != len(vectors):
             raise ValueError(f"{len(documents)} documents but {len(vectors)} vectors")
@@ -52,6 +53,8 @@ class ToolIndex:
         self.dense = DenseMatrix(vectors)
         self.bm25 = BM25Index([doc.text for doc in documents]) if lexical else None
         self._rrf_k = rrf_k
+        # Fusion weights of the dense and BM25 rankings; 0.5 each is plain RRF.
+        self._weights = (2 * dense_weight, 2 * (1 - dense_weight))
         self._categories = [doc.category for doc in documents]
         self._groups = [doc.group for doc in documents]
         self._masks: dict[tuple[str, str], Mask] = {}
@@ -80,7 +83,8 @@ class ToolIndex:
         rankings = [np.asarray([i for i, _ in dense], dtype=np.intp)]
         if lexical:
             rankings.append(np.asarray([i for i, _ in lexical], dtype=np.intp))
-        return self._hits(reciprocal_rank_fusion(rankings, k, constant=self._rrf_k))
+        fused = reciprocal_rank_fusion(rankings, k, constant=self._rrf_k, weights=self._weights)
+        return self._hits(fused)
 
     def _mask(self, field: str, value: str | None) -> Mask | None:
         """Rows whose ``field`` is ``value``; the most recent masks are kept."""

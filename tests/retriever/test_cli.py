@@ -67,13 +67,13 @@ def test_eval_retrieval_reports_every_method_and_group(
     scores = json.loads(out.read_text())
     assert set(scores) == {
         "bm25",
-        "dense-minilm-enriched",
-        "hybrid-minilm-enriched",
-        "dense-minilm-name_description",
-        "hybrid-minilm-name_description",
+        "dense-minilm-adapter-enriched",
+        "hybrid-minilm-adapter-enriched",
+        "dense-minilm-adapter-name_description",
+        "hybrid-minilm-adapter-name_description",
     }
-    assert scores["dense-minilm-enriched"]["recall@3"] == 100.0
-    assert scores["dense-minilm-enriched"]["ndcg@1"] == 100.0
+    assert scores["dense-minilm-adapter-enriched"]["recall@3"] == 100.0
+    assert scores["dense-minilm-adapter-enriched"]["ndcg@1"] == 100.0
     assert scores["bm25"]["recall@3"] < 100.0  # "yen in pounds" shares no word with its tool
     assert set(scores["bm25"]["by_group"]) == {"G1", "G2"}
     report = capsys.readouterr().out

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import JsonValue
 from qdrant_client import QdrantClient
 
 from retriever.bulk import embed_documents
@@ -15,6 +16,7 @@ from retriever.config import RetrieverConfig
 from retriever.documents import (
     Param,
     ToolFields,
+    corpus_fields,
     document_text,
     function_fields,
     make_document,
@@ -221,3 +223,47 @@ def test_a_tool_with_no_parameters_still_gets_a_document() -> None:
     tool = make_tool("ping", "misc", "util", "", {})
     text = make_document(tool_fields(tool)).text
     assert text == "ping (util, misc)"
+
+
+def test_weights_tilt_the_fusion_towards_one_ranking() -> None:
+    dense, lexical = np.asarray([0, 1]), np.asarray([1, 0])
+    towards_dense = reciprocal_rank_fusion([dense, lexical], 2, weights=(1.2, 0.8))
+    towards_bm25 = reciprocal_rank_fusion([dense, lexical], 2, weights=(0.8, 1.2))
+    assert [index for index, _ in towards_dense] == [0, 1]
+    assert [index for index, _ in towards_bm25] == [1, 0]
+
+
+def test_training_set_rows_become_enriched_documents() -> None:
+    sgd: dict[str, JsonValue] = {
+        "_id": "sgd_Banks_1__CheckBalance",
+        "name": "CheckBalance",
+        "description": "Check the amount of money in a user's bank account",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "account_type": {
+                    "type": "string",
+                    "description": "The account type",
+                    "enum": ["checking", "savings"],
+                }
+            },
+        },
+        "service": "Banks_1",
+        "service_description": "Manage bank accounts and transfer money",
+        "domain": "Banks",
+    }
+    assert make_document(corpus_fields(sgd)).text == (
+        "Check Balance (Banks_1, Banks)\nCheck the amount of money in a user's bank account\n"
+        "Manage bank accounts and transfer money\n"
+        "Parameters: account type (The account type): checking, savings"
+    )
+    zoo: dict[str, JsonValue] = {
+        "_id": "zoo_1",
+        "name": "List keys",
+        "description": "List all API keys.",
+        "parameters": {"page_size": "integer: Size of a page."},
+        "family": "Datadog_API",
+    }
+    assert make_document(corpus_fields(zoo)).text == (
+        "List keys (Datadog_API)\nList all API keys.\nParameters: page size (integer: Size of a page.)"
+    )

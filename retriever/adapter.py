@@ -1,0 +1,100 @@
+"""A learned linear map on the frozen encoder's vectors, shipped with the package.
+
+The bundled all-MiniLM-L6-v2 is never changed; :class:`Adapter` maps its normalised
+vectors through one ``dim x dim`` matrix (identity plus what training learned) and
+normalises again. Queries and tool documents go through the same map, so a catalog
+indexed with the adapted encoder and a query embedded with it meet in one space, and
+every caller of :func:`retriever.embedder.load_encoder` (the proxy's catalog search
+and select mode, ``toolgraph eval retrieval``) gets the same default.
+
+The artifact is an ``.npz`` with ``matrix`` (float32) and ``base_model`` (the encoder
+name it was trained on); ``python -m retriever.finetune.adapter`` writes it
+(retriever/README.md, "Learned retrieval").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from retriever.embedder import Encoder, Vectors
+from retriever.errors import ModelNotFound
+
+#: The adapter trained for the bundled MiniLM, committed with the package.
+BUNDLED_ADAPTER = Path(__file__).parent / "adapters" / "minilm-l6-v2.npz"
+
+
+class AdapterError(ModelNotFound):
+    """The adapter file is missing, unreadable, or made for another encoder."""
+
+
+@dataclass(frozen=True)
+class Adapter:
+    matrix: Vectors
+    base_model: str
+    digest: str
+
+    def apply(self, vectors: Vectors) -> Vectors:
+        """Each row mapped and normalised again."""
+        mapped = vectors @ self.matrix
+        norms = np.linalg.norm(mapped, axis=1, keepdims=True).clip(1e-12)
+        out: Vectors = (mapped / norms).astype(np.float32)
+        return out
+
+
+def load_adapter(path: Path) -> Adapter:
+    """The adapter at ``path``; :class:`AdapterError` naming the path when it is absent
+    or not an adapter."""
+    if not path.is_file():
+        raise AdapterError(
+            f"no retrieval adapter at {path} (retriever.adapter_path): an .npz written by "
+            "`python -m retriever.finetune.adapter` is needed, or set retriever.adapter: false"
+        )
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            matrix = np.asarray(data["matrix"], dtype=np.float32)
+            base_model = str(data["base_model"])
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        raise AdapterError(
+            f"{path} is not a retrieval adapter (an .npz with 'matrix' and 'base_model'): {exc}"
+        ) from exc
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise AdapterError(f"{path}: 'matrix' must be square, got shape {matrix.shape}")
+    digest = hashlib.blake2b(matrix.tobytes(), digest_size=6).hexdigest()
+    return Adapter(matrix, base_model, digest)
+
+
+class AdaptedEncoder:
+    """An encoder whose vectors pass through an :class:`Adapter`; ``base`` is the frozen
+    encoder (bulk embedding caches its vectors, so changing the adapter re-embeds
+    nothing)."""
+
+    def __init__(self, base: Encoder, adapter: Adapter) -> None:
+        if adapter.matrix.shape[0] != base.dim:
+            raise AdapterError(
+                f"the adapter maps {adapter.matrix.shape[0]}-dimensional vectors but "
+                f"{base.name} makes {base.dim}-dimensional ones"
+            )
+        if adapter.base_model != base.name:
+            raise AdapterError(
+                f"the adapter was trained on {adapter.base_model}, not on {base.name}: "
+                "train one for this model or set retriever.adapter: false"
+            )
+        self.base = base
+        self.adapter = adapter
+        self._name = f"{base.name}+adapter-{adapter.digest}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        return self.base.dim
+
+    def encode(self, texts: list[str]) -> Vectors:
+        return self.adapter.apply(self.base.encode(texts))
