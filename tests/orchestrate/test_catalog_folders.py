@@ -1,0 +1,46 @@
+"""Each worker's Qdrant folder: a worker that finds the first folder held claims the
+next one, and fills it from the embeddings cache instead of embedding the catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from qdrant_client import QdrantClient
+
+from proxy.config import load_settings
+from proxy.orchestrate.catalog import CatalogService
+from proxy.select.service import SelectService
+from proxy.tools.catalog import builtin_tools
+from retriever.bulk import DiskCache, text_key
+from retriever.catalog import catalog_documents
+from retriever.qdrant_store import claim_local_folder, collection_name
+
+
+async def test_a_second_worker_fills_its_own_folder_from_the_embeddings_cache(
+    tmp_path: Path,
+) -> None:
+    settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
+    select = SelectService(settings.retriever)
+    encoder = await select.encoder()
+    first = claim_local_folder(tmp_path)  # another worker holds `qdrant`
+    marker = np.zeros(encoder.dim, dtype=np.float32)
+    marker[0] = 1.0  # no text embeds to this: a vector found in Qdrant came from the cache
+    cache = DiskCache(tmp_path / "embeddings", encoder.name)
+    for document in catalog_documents(builtin_tools(), settings.retriever):
+        cache.vectors[text_key(document.text)] = marker
+    cache.save()
+
+    catalog = CatalogService(settings, select)
+    await catalog.get()
+    catalog.close()
+    first.release()
+    select.close()
+
+    client = QdrantClient(path=str(tmp_path / "qdrant-1"))
+    name = collection_name(settings.retriever.catalog, encoder.name)
+    points, _ = client.scroll(name, limit=100, with_vectors=True)
+    client.close()
+    assert len(points) == len(builtin_tools())
+    assert all(np.allclose(point.vector, marker) for point in points)
+    assert not (tmp_path / "qdrant" / "collection").exists()  # the held folder was left alone
