@@ -1,22 +1,30 @@
 """Embedding caches keyed by model + text: an in-process LRU, Redis, or both in layers.
 
 Every cache speaks :class:`EmbeddingCache`; the tests run one suite over each.
-Vectors are stored as raw float32 bytes.
+Vectors are stored as raw float32 bytes. A Redis that cannot be reached is a cache
+that misses (and stores nothing), never a failed request: the vectors are computed
+again, with one warning a minute.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from retriever.embedder import Vectors
 
 Vector = Vectors  # one row
+log = logging.getLogger(__name__)
+#: Seconds between two warnings that Redis cannot be reached.
+WARN_EVERY = 60.0
 
 
 class EmbeddingCache(Protocol):
@@ -66,22 +74,36 @@ class RedisCache:
     def __init__(self, redis: Redis, ttl_s: int) -> None:
         self._redis = redis
         self._ttl_s = ttl_s
+        self._warned: float | None = None
 
     async def get_many(self, model: str, texts: Sequence[str]) -> list[Vector | None]:
         if not texts:
             return []
-        raw = await self._redis.mget([cache_key(model, text) for text in texts])
+        try:
+            raw = await self._redis.mget([cache_key(model, text) for text in texts])
+        except RedisError as exc:
+            self._down(exc)
+            return [None] * len(texts)
         return [None if value is None else _decode(value) for value in raw]
 
     async def put_many(self, model: str, texts: Sequence[str], vectors: Vectors) -> None:
         if not texts:
             return
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for text, vector in zip(texts, vectors, strict=True):
-                pipe.set(
-                    cache_key(model, text), vector.astype(np.float32).tobytes(), ex=self._ttl_s
-                )
-            await pipe.execute()
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for text, vector in zip(texts, vectors, strict=True):
+                    pipe.set(
+                        cache_key(model, text), vector.astype(np.float32).tobytes(), ex=self._ttl_s
+                    )
+                await pipe.execute()
+        except RedisError as exc:
+            self._down(exc)
+
+    def _down(self, error: RedisError) -> None:
+        now = time.monotonic()
+        if self._warned is None or now - self._warned >= WARN_EVERY:
+            self._warned = now
+            log.warning("embedding cache: Redis cannot be reached (%s); computing instead", error)
 
 
 class LayeredCache:

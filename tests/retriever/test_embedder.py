@@ -15,6 +15,7 @@ from retriever.cache import EmbeddingCache, LayeredCache, LRUCache, RedisCache
 from retriever.config import RetrieverConfig
 from retriever.embedder import Encoder, load_encoder
 from retriever.errors import ModelNotFound
+from tests.conftest import free_port
 
 
 def test_vectors_are_normalised_and_meaningful(encoder: Encoder) -> None:
@@ -104,6 +105,24 @@ async def test_every_cache_returns_what_was_stored(cache: EmbeddingCache) -> Non
     assert np.array_equal(a, vectors[0])
     assert b is not None
     assert np.array_equal(b, vectors[1])
+
+
+async def test_an_unreachable_redis_is_a_cache_that_misses(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    redis = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens
+    cache = LayeredCache(LRUCache(3), RedisCache(redis, ttl_s=60))
+    vectors = np.ones((2, 3), dtype=np.float32)
+    assert await cache.get_many("m", ["a", "b"]) == [None, None]
+    await cache.put_many("m", ["a", "b"], vectors)  # kept near, lost far: no error
+    assert [v is not None for v in await cache.get_many("m", ["a", "b", "c"])] == [
+        True,
+        True,
+        False,
+    ]
+    warnings = [r for r in caplog.records if r.name == "retriever.cache"]
+    assert len(warnings) == 1  # one per minute, not one per lookup
+    await redis.aclose()
 
 
 async def test_the_lru_forgets_the_least_recently_used() -> None:
