@@ -118,7 +118,9 @@ async def _reached(command: Awaitable[T]) -> T:
     try:
         return await command
     except RedisError as exc:
-        raise StoreUnavailable(f"Redis cannot be reached: {exc}") from None
+        # the class only: redis' own text names internal hosts and ports, and this
+        # message may reach a client (a trace lookup's 503)
+        raise StoreUnavailable(f"Redis cannot be reached ({type(exc).__name__})") from None
 
 
 def open_key_value(redis: Redis | None, max_items: int, *, evict: bool = True) -> KeyValue:

@@ -109,3 +109,13 @@ async def test_an_unreachable_redis_is_store_unavailable_on_every_operation() ->
         with pytest.raises(StoreUnavailable):
             await operation
     await client.aclose()
+
+
+async def test_store_unavailable_does_not_name_the_redis_address() -> None:
+    port = free_port()
+    client = Redis.from_url(f"redis://127.0.0.1:{port}/0")
+    with pytest.raises(StoreUnavailable) as raised:
+        await RedisKeyValue(client).get("k")
+    assert str(port) not in raised.value.message
+    assert "127.0.0.1" not in raised.value.message
+    await client.aclose()
