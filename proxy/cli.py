@@ -10,6 +10,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from eval.gate import add_command as add_gate_eval_command
+from eval.gate import run_command as run_gate_eval_command
 from eval.plan_eval import add_command as add_plan_eval_command
 from eval.plan_eval import run_command as run_plan_eval_command
 from eval.retrieval import COMMANDS as EVAL_COMMANDS
@@ -41,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_retriever_command(args, settings)
     if args.command in EVAL_COMMANDS and args.action == "plan":
         return run_plan_eval_command(args, settings)
+    if args.command in EVAL_COMMANDS and args.action == "gate":
+        return run_gate_eval_command(args, settings)
     if args.command in EVAL_COMMANDS:
         return run_eval_command(args, settings)
     parser.print_help()
@@ -115,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     add_retriever_commands(commands)
     add_eval_commands(commands)
     add_plan_eval_command(commands)
+    add_gate_eval_command(commands)
     return parser
 
 

@@ -1,0 +1,52 @@
+"""The gate on a catalog: orchestrate's (its tools embedded once, then one query per
+request) or the tools a client sent (select mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from retriever.batching import BatchingEmbedder
+from retriever.embedder import Encoder
+from retriever.errors import ModelNotFound
+from retriever.gate.features import CatalogView
+from retriever.gate.model import Decision, Gate
+
+#: Tool documents per forward pass while a catalog is embedded.
+BATCH = 64
+
+
+class CatalogGate:
+    """``decide`` blocks on one forward pass: call it from a worker thread."""
+
+    def __init__(self, gate: Gate, encoder: Encoder, documents: Sequence[str]) -> None:
+        if encoder.name != gate.encoder:
+            raise ModelNotFound(
+                f"the gate was fitted on {gate.encoder}'s vectors, not {encoder.name}'s"
+            )
+        self.gate = gate
+        self._encoder = encoder
+        vectors = [
+            encoder.encode(list(documents[i : i + BATCH])) for i in range(0, len(documents), BATCH)
+        ]
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, encoder.dim), np.float32)
+        self.view = CatalogView.of(matrix, documents)
+
+    def decide(self, query: str) -> Decision:
+        """Whether a tool of this catalog serves ``query`` (the conversation's recent turns)."""
+        if not len(self.view):
+            return Decision(False, 0.0)
+        vector = self._encoder.encode([query or " "])[0]
+        return self.gate.decide(vector, query, self.view)
+
+
+async def decide_for_tools(
+    gate: Gate, embedder: BatchingEmbedder, documents: Sequence[str], query: str
+) -> Decision:
+    """The gate on a client's own tools (select mode): their vectors come from the
+    embedder's cache when the client sent the same tools before."""
+    if not documents:
+        return Decision(False, 0.0)
+    vectors = await embedder.embed([query or " ", *documents])
+    return gate.decide(vectors[0], query, CatalogView.of(vectors[1:], documents))

@@ -1,0 +1,145 @@
+"""The gate's labelled requests (``train/gate``), each with the catalog it was asked against.
+
+A row's label is relative to a catalog: BFCL, ACEBench and When2Call rows name the
+functions offered with the request, whose descriptions come from the source files
+(``train/bfcl``, ``train/acebench``, ``train/when2call``); CLINC150 rows are asked
+against its intent catalogue (the ``small_talk`` domain left out: it holds no
+tools). Chit-chat and NQ-open rows come with no catalog; each gets one drawn, with
+a fixed seed, from the catalogs of the other sources, since a request that needs no
+tool needs none whatever is offered.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retriever.documents import function_fields, name_words
+from retriever.gate.features import gate_document
+
+#: The six sources, in the order the README reports them.
+SOURCES = ("bfcl", "when2call", "acebench", "clinc150", "chitchat", "nq_open")
+#: Sources whose rows carry no catalog of their own.
+UNPAIRED = ("chitchat", "nq_open")
+SAMPLE = {"clinc150": 2000, "nq_open": 800}
+
+
+@dataclass(frozen=True, slots=True)
+class GateRow:
+    id: str
+    source: str  # the file: bfcl, when2call, …
+    category: str
+    query: str
+    needs_tool: bool
+    catalog: tuple[str, ...]  # tool document texts, as the gate embeds them
+
+
+def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) -> list[GateRow]:
+    """The rows of ``root/gate`` with their catalogs' documents (``root`` is ``train/``).
+
+    Of a source named in ``sample``, that many rows are drawn (seeded): CLINC150
+    (23,700) and NQ-open (3,610) would otherwise outnumber the rest, and every row
+    costs an embedding on a shared CPU.
+    """
+    functions = {
+        **_bfcl_functions(root / "bfcl"),
+        **_acebench_functions(root / "acebench" / "data_en"),
+        **_when2call_functions(root / "when2call"),
+    }
+    clinc = _clinc_catalog(root / "gate" / "clinc150_intents.json")
+    draw = random.Random(seed)
+    rows: list[GateRow] = []
+    for source in SOURCES:
+        if source in UNPAIRED:
+            continue
+        for raw in _source_rows(root, source, sample, seed):
+            if source == "clinc150":
+                catalog = clinc
+            else:
+                offered = functions.get(str(raw["id"]), ())
+                catalog = tuple(document for name, document in offered if name in raw["tools"])
+            rows.append(_row(raw, source, catalog))
+    pool = sorted({row.catalog for row in rows if row.catalog})
+    for source in UNPAIRED:
+        for raw in _source_rows(root, source, sample, seed):
+            rows.append(_row(raw, source, draw.choice(pool)))
+    return rows
+
+
+def _source_rows(
+    root: Path, source: str, sample: Mapping[str, int], seed: int
+) -> list[dict[str, Any]]:
+    rows = list(_json_lines(root / "gate" / f"{source}.jsonl"))
+    if source in sample:
+        random.Random(f"{seed}:{source}").shuffle(rows)  # a smaller sample is a prefix
+        rows = rows[: sample[source]]
+    return rows
+
+
+def _row(raw: dict[str, Any], source: str, catalog: tuple[str, ...]) -> GateRow:
+    return GateRow(
+        id=str(raw["id"]),
+        source=source,
+        category=str(raw["category"]),
+        query=str(raw["query"]),
+        needs_tool=bool(raw["needs_tool"]),
+        catalog=catalog,
+    )
+
+
+Offered = tuple[tuple[str, str], ...]  # (name, document text) per function
+
+
+def _documents(functions: object) -> Offered:
+    if not isinstance(functions, list):
+        return ()
+    return tuple(
+        (str(f.get("name")), gate_document(function_fields(f, str(f.get("name")))))
+        for f in functions
+        if isinstance(f, dict)
+    )
+
+
+def _bfcl_functions(folder: Path) -> dict[str, Offered]:
+    found: dict[str, Offered] = {}
+    for path in [*folder.glob("BFCL_v4_*.json"), *folder.glob("unused_datasets/BFCL_v4_*.json")]:
+        for entry in _json_lines(path):
+            if "id" in entry:
+                found[str(entry["id"])] = _documents(entry.get("function"))
+    return found
+
+
+def _acebench_functions(folder: Path) -> dict[str, Offered]:
+    return {
+        str(entry["id"]): _documents(entry.get("function"))
+        for path in folder.glob("data_*.json")
+        for entry in _json_lines(path)
+    }
+
+
+def _when2call_functions(folder: Path) -> dict[str, Offered]:
+    found: dict[str, Offered] = {}
+    for entry in _json_lines(folder / "when2call_test_llm_judge.jsonl"):
+        tools = [json.loads(t) if isinstance(t, str) else t for t in entry.get("tools") or []]
+        found[str(entry["uuid"])] = _documents(tools)
+    return found
+
+
+def _clinc_catalog(path: Path) -> tuple[str, ...]:
+    intents = json.loads(path.read_text(encoding="utf-8"))["intents"]
+    return tuple(
+        f"{name_words(i['name'])} ({name_words(i['domain'])})"
+        for i in intents
+        if i["domain"] != "small_talk"
+    )
+
+
+def _json_lines(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)

@@ -1,0 +1,119 @@
+"""The learned gate: does any tool of this catalog serve this request?
+
+A small network (``weights.json``, shipped in the package and read offline) maps the
+request's :mod:`~retriever.gate.features` to the probability that a tool is needed;
+at or above ``threshold`` the request goes to the tools. An empty catalog needs no
+model: no tool can serve, score 0. The weights were fitted on the query vectors of
+one encoder (the bundled all-MiniLM-L6-v2, named in the file) and mean nothing with
+another; :func:`gate_encoder_config` names that encoder whatever the retriever uses.
+
+Retrain with ``python -m retriever.gate`` (see retriever/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from retriever.config import RetrieverConfig
+from retriever.embedder import Vectors, bundled_model_path
+from retriever.errors import ModelNotFound
+from retriever.gate.features import SCALARS, CatalogView, scalar_features
+
+#: The shipped weights, next to this module.
+WEIGHTS = Path(__file__).with_name("weights.json")
+
+Array = npt.NDArray[np.float64]
+
+
+class Layer(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weight: list[list[float]]  # inputs x outputs
+    bias: list[float]
+
+
+class GateFile(BaseModel):
+    """``weights.json``: what was fitted, on what, and the threshold chosen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    encoder: str
+    scalars: list[str]
+    mean: list[float]
+    scale: list[float]
+    layers: list[Layer] = Field(min_length=1)
+    threshold: float = Field(ge=0, le=1)
+    trained_on: list[str]
+    seed: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    needs_tool: bool
+    score: float  # the probability that a tool is needed
+
+    @property
+    def label(self) -> str:
+        """What the trace shows: ``tool`` or ``no_tool``."""
+        return "tool" if self.needs_tool else "no_tool"
+
+
+class Gate:
+    """A loaded gate; :meth:`decide` is pure numpy (a few microseconds)."""
+
+    def __init__(self, spec: GateFile, threshold: float | None = None) -> None:
+        if spec.scalars != list(SCALARS):
+            raise ModelNotFound(f"gate weights read features {spec.scalars}, not {list(SCALARS)}")
+        self.spec = spec
+        self.threshold = spec.threshold if threshold is None else threshold
+        self._mean = np.asarray(spec.mean)
+        self._scale = np.asarray(spec.scale)
+        self._layers = [(np.asarray(x.weight), np.asarray(x.bias)) for x in spec.layers]
+
+    @property
+    def encoder(self) -> str:
+        return self.spec.encoder
+
+    def probability(self, scalars: Array, query_vectors: Array) -> Array:
+        """Batched: one row of :data:`SCALARS` and one query vector per request."""
+        hidden = np.hstack([(scalars - self._mean) / self._scale, query_vectors])
+        for weight, bias in self._layers[:-1]:
+            hidden = np.maximum(hidden @ weight + bias, 0.0)
+        weight, bias = self._layers[-1]
+        logits = (hidden @ weight + bias)[:, 0]
+        probability: Array = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
+        return probability
+
+    def decide(self, query_vector: Vectors, query_text: str, catalog: CatalogView) -> Decision:
+        """Whether ``catalog`` holds a tool for the request."""
+        if not len(catalog):
+            return Decision(False, 0.0)
+        scalars = scalar_features(query_vector, query_text, catalog)[None, :]
+        score = float(self.probability(scalars, query_vector.astype(np.float64)[None, :])[0])
+        return Decision(score >= self.threshold, round(score, 4))
+
+
+def load_gate(path: Path = WEIGHTS) -> Gate:
+    """The gate in ``path`` (the shipped one by default); :class:`ModelNotFound` if unreadable."""
+    try:
+        spec = GateFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, ValidationError) as exc:
+        raise ModelNotFound(f"cannot read the gate's weights at {path}: {exc}") from None
+    return Gate(spec)
+
+
+def gate_encoder_config(config: RetrieverConfig) -> RetrieverConfig:
+    """The encoder the gate was fitted with (the bundled MiniLM), on ``config``'s device."""
+    return RetrieverConfig(
+        model_path=bundled_model_path(),
+        model_kind="flag",
+        pooling="mean",
+        device=config.device,
+        cpu_threads=config.cpu_threads,
+    )

@@ -1,0 +1,228 @@
+"""Fit the gate, leaving whole sources out to choose its threshold and to measure it.
+
+Every source weighs the same in the loss (CLINC150's thousands of requests as much
+as ACEBench's 750). The threshold is the one that maximises the mean accuracy over
+sources of predictions made by models that never saw that source: for a held-out
+source, the other sources are each left out in turn (nested), so nothing of the
+held-out source chooses anything. When2Call is built from BFCL's questions: leaving
+one out leaves out both.
+
+Rows with an empty catalog are decided by rule (no tool can serve) and not fitted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from retriever.config import RetrieverConfig
+from retriever.embedder import Vectors, load_encoder
+from retriever.gate.data import SOURCES, GateRow, load_rows
+from retriever.gate.features import SCALARS, CatalogView, scalar_features
+from retriever.gate.model import Gate, GateFile, Layer, gate_encoder_config
+from retriever.gate.vectors import CACHE, cached_vectors
+
+Array = npt.NDArray[np.float64]
+
+#: Sources that share questions: leaving one out leaves out all of its group.
+OVERLAPS = {"bfcl": ("bfcl", "when2call"), "when2call": ("bfcl", "when2call")}
+
+
+@dataclass(frozen=True)
+class Design:
+    """The rows as arrays: features, query vectors, labels, sources."""
+
+    scalars: Array
+    queries: Array
+    labels: npt.NDArray[np.bool_]
+    sources: npt.NDArray[np.str_]
+    has_catalog: npt.NDArray[np.bool_]
+    categories: npt.NDArray[np.str_]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, mask: npt.NDArray[np.bool_]) -> Design:
+        return Design(
+            self.scalars[mask],
+            self.queries[mask],
+            self.labels[mask],
+            self.sources[mask],
+            self.has_catalog[mask],
+            self.categories[mask],
+        )
+
+
+@dataclass(frozen=True)
+class Options:
+    hidden: int = 0  # logistic regression: a 32-unit layer did no better out of source
+    steps: int = 300
+    learning_rate: float = 0.01
+    l2: float = 1e-4
+    seed: int = 13
+
+
+def design(rows: Sequence[GateRow], vectors: dict[str, Vectors]) -> Design:
+    """Features of every row; ``vectors`` holds each query's and tool document's vector."""
+    views: dict[tuple[str, ...], CatalogView] = {}
+    scalars = np.zeros((len(rows), len(SCALARS)))
+    for i, row in enumerate(rows):
+        if not row.catalog:
+            continue
+        if row.catalog not in views:
+            matrix = np.stack([vectors[text] for text in row.catalog])
+            views[row.catalog] = CatalogView.of(matrix, row.catalog)
+        scalars[i] = scalar_features(vectors[row.query], row.query, views[row.catalog])
+    return Design(
+        scalars,
+        np.stack([vectors[row.query] for row in rows]).astype(np.float64),
+        np.array([row.needs_tool for row in rows]),
+        np.array([row.source for row in rows]),
+        np.array([bool(row.catalog) for row in rows]),
+        np.array([row.category for row in rows]),
+    )
+
+
+def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str]) -> Gate:
+    """A gate fitted on the rows with a catalog (threshold 0.5 until one is chosen)."""
+    data = data.subset(data.has_catalog)
+    mean = data.scalars.mean(axis=0)
+    scale = data.scalars.std(axis=0) + 1e-6
+    inputs = np.hstack([(data.scalars - mean) / scale, data.queries])
+    layers = _train(inputs, data.labels.astype(np.float64), _source_weights(data), options)
+    spec = GateFile(
+        encoder=encoder,
+        scalars=list(SCALARS),
+        mean=mean.tolist(),
+        scale=scale.tolist(),
+        layers=[Layer(weight=_rounded(w), bias=_rounded(b)) for w, b in layers],
+        threshold=0.5,
+        trained_on=sorted(trained_on),
+        seed=options.seed,
+    )
+    return Gate(spec)
+
+
+def scores(gate: Gate, data: Design) -> Array:
+    """The probability of "needs a tool" for every row; 0 where the catalog is empty."""
+    probability = gate.probability(data.scalars, data.queries)
+    result: Array = np.where(data.has_catalog, probability, 0.0)
+    return result
+
+
+def choose_threshold(probability: Array, data: Design, candidates: Array | None = None) -> float:
+    """The threshold with the best mean accuracy over the sources in ``data``."""
+    if candidates is None:
+        candidates = np.round(np.arange(0.05, 0.951, 0.01), 2)
+    sources = sorted(set(data.sources.tolist()))
+
+    def mean_accuracy(threshold: float) -> float:
+        predicted = probability >= threshold
+        return float(
+            np.mean(
+                [np.mean(predicted[data.sources == s] == data.labels[data.sources == s])
+                 for s in sources]
+            )
+        )  # fmt: skip
+
+    return float(max(candidates, key=mean_accuracy))
+
+
+def held_out_scores(
+    data: Design,
+    held_out: str,
+    options: Options,
+    encoder: str,
+    say: Callable[[str], None],
+) -> tuple[Array, float]:
+    """Scores of ``held_out``'s rows by a gate that never saw it, and the threshold
+    chosen (nested, leaving each other source out in turn) without it."""
+    train_sources = [s for s in _present(data) if s not in OVERLAPS.get(held_out, (held_out,))]
+    training = data.subset(np.isin(data.sources, train_sources))
+    inner = np.zeros(len(training))
+    for source in train_sources:
+        say(f"  {held_out}: inner fold without {source}")
+        keep = ~np.isin(training.sources, OVERLAPS.get(source, (source,)))
+        inner_gate = fit(training.subset(keep), options, encoder, [])
+        rows = training.sources == source
+        inner[rows] = scores(inner_gate, training.subset(rows))
+    threshold = choose_threshold(inner, training)
+    gate = fit(training, options, encoder, train_sources)
+    return scores(gate, data.subset(data.sources == held_out)), threshold
+
+
+def _present(data: Design) -> list[str]:
+    return [s for s in SOURCES if s in set(data.sources.tolist())]
+
+
+def _source_weights(data: Design) -> Array:
+    """Each source sums to one; the sum over all rows is the number of rows."""
+    weights = np.zeros(len(data))
+    for source in set(data.sources.tolist()):
+        rows = data.sources == source
+        weights[rows] = 1.0 / rows.sum()
+    result: Array = weights * len(data) / weights.sum()
+    return result
+
+
+def _train(
+    inputs: Array, labels: Array, weights: Array, options: Options
+) -> list[tuple[Array, Array]]:
+    """Full-batch Adam on the weighted cross-entropy, L2 on the weights."""
+    rng = np.random.default_rng(options.seed)
+    sizes = [inputs.shape[1], *([options.hidden] if options.hidden else []), 1]
+    params: list[Array] = []
+    for fan_in, fan_out in itertools.pairwise(sizes):
+        params += [rng.normal(0, np.sqrt(2 / fan_in), (fan_in, fan_out)), np.zeros(fan_out)]
+    moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
+    for step in range(1, options.steps + 1):
+        grads = _gradients(params, inputs, labels, weights, options.l2)
+        for i, (param, grad) in enumerate(zip(params, grads, strict=True)):
+            first, second = moments[i]
+            first[:] = 0.9 * first + 0.1 * grad
+            second[:] = 0.999 * second + 0.001 * grad**2
+            update = first / (1 - 0.9**step) / (np.sqrt(second / (1 - 0.999**step)) + 1e-8)
+            param -= options.learning_rate * update
+    return [(params[i], params[i + 1]) for i in range(0, len(params), 2)]
+
+
+def _gradients(
+    params: list[Array], inputs: Array, labels: Array, weights: Array, l2: float
+) -> list[Array]:
+    activations = [inputs]
+    for i in range(0, len(params) - 2, 2):
+        activations.append(np.maximum(activations[-1] @ params[i] + params[i + 1], 0.0))
+    logits = (activations[-1] @ params[-2] + params[-1])[:, 0]
+    error = ((1 / (1 + np.exp(-logits)) - labels) * weights / len(labels))[:, None]
+    grads: list[Array] = []
+    for i in range(len(params) - 2, -1, -2):
+        grads[:0] = [activations[i // 2].T @ error + l2 * params[i], error.sum(axis=0)]
+        if i:
+            error = (error @ params[i].T) * (activations[i // 2] > 0)
+    return grads
+
+
+def load_design(root: Path, cache: Path = CACHE, seed: int = 13) -> tuple[Design, str]:
+    """The rows of ``root/gate`` as features, embedding what ``cache`` lacks."""
+    progress(f"reading {root / 'gate'}")
+    rows = load_rows(root, seed=seed)
+    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto")))
+    texts = [row.query for row in rows] + [text for row in rows for text in row.catalog]
+    vectors = cached_vectors(encoder, texts, cache)
+    return design(rows, vectors), encoder.name
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _rounded(values: Array) -> Any:
+    """Six decimals: the file stays small and diffs stay readable."""
+    return np.round(values, 6).tolist()
