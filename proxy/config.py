@@ -250,6 +250,11 @@ class Orchestrate(_Section):
         "path: how late a tool another worker or replica registered, replaced or deleted may be "
         "used here (a notice through Redis makes it sooner).",
     )
+    gate: bool = Field(
+        default=True,
+        description="Ask the learned no-tool gate first: a request no catalog tool serves is "
+        "answered by the upstream directly, without planning (the trace says `gate: no_tool`).",
+    )
     keepalive: float = Field(
         default=5.0, gt=0, description="Seconds between SSE keep-alive comments while tools run."
     )

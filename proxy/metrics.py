@@ -88,7 +88,7 @@ TOOL_RESPONSE_BYTES = Counter(
 )
 STAGE_LATENCY = Histogram(
     "toolgraph_stage_duration_seconds",
-    "Time one orchestration stage took for one request, by stage (catalog, plan, decompose, "
+    "Time one orchestration stage took for one request, by stage (catalog, gate, plan, decompose, "
     "select, execute, answer).",
     ["stage"],
     buckets=_LATENCY_BUCKETS,

@@ -63,6 +63,7 @@ class ToolgraphOptions(BaseModel):
     progress: bool | None = None
     top_k: int | None = Field(default=None, ge=1, le=512)
     threshold: float | None = Field(default=None, ge=-1, le=1)
+    gate: bool | None = None  # select mode: forward no tools when the no-tool gate says so
 
 
 class ChatCompletionRequest(_Wire):

@@ -5,7 +5,8 @@ Loaded once, on the first orchestrate request (or at start-up with
 select mode's service (one copy in memory), the built-in tool pack is written into
 the graph store when it is missing or has changed, and the Qdrant collection is
 brought in step with the store (only changed tools are embedded) before the
-in-process index is loaded from it. The long-term plan memory uses the same
+in-process index is loaded from it, and the no-tool gate embeds the tools it
+weighs a request against. The long-term plan memory uses the same
 Qdrant client, and every call to it runs on the client's own thread: local mode is
 not thread-safe, and the memory is read and written while requests run. Readiness
 counts both collections (:meth:`CatalogService.check`), so a store that no
@@ -40,7 +41,8 @@ from proxy.tools.catalog import builtin_tools
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
     from proxy.plan.memory import PlanMemory
     from proxy.plan.planner import RequestPlanner
-    from retriever.embedder import Encoder
+    from retriever.embedder import Encoder, Vectors
+    from retriever.gate.catalog import CatalogGate
     from retriever.owned_client import OwnedClient
     from retriever.qdrant_store import LocalFolder, QdrantCatalog
 
@@ -58,6 +60,7 @@ class Catalog:
     store: GraphStore
     planner: RequestPlanner
     tools: dict[str, Tool]  # by name: what the executor may call
+    gate: CatalogGate | None = None  # "does any tool serve this?"; None: orchestrate.gate off
 
     @property
     def memory(self) -> PlanMemory | None:
@@ -84,6 +87,7 @@ class CatalogService:
         self._folder: LocalFolder | None = None  # the local-mode folder it holds
         self._index: QdrantCatalog | None = None
         self._memory: PlanMemory | None = None
+        self._gate_vectors: dict[str, Vectors] = {}  # the gate's tool vectors, kept over reloads
 
     def changed(self) -> None:
         """The store's tools changed: re-sync the index before the next plan."""
@@ -194,6 +198,7 @@ class CatalogService:
             store,
             RequestPlanner(finder, encoder, planner, self._memory),
             {tool.name: tool for tool in tools},
+            self._gate(tools) if settings.orchestrate.gate else None,
         )
         return catalog, version
 
@@ -209,6 +214,19 @@ class CatalogService:
         self._folder = claim_local_folder(settings.data_dir)
         log.info("the catalog's vectors and plan memory are in %s", self._folder.path)
         return OwnedClient(QdrantClient(path=str(self._folder.path)))
+
+    def _gate(self, tools: list[Tool]) -> CatalogGate:
+        from retriever.documents import tool_fields
+        from retriever.embedder import load_encoder
+        from retriever.gate.catalog import CatalogGate
+        from retriever.gate.features import gate_document
+        from retriever.gate.model import gate_encoder_config, load_gate
+
+        # The gate reads the bundled MiniLM's vectors whatever encoder the index uses
+        # (the same loaded copy when it is the index's too).
+        encoder = load_encoder(gate_encoder_config(self._settings.retriever))
+        documents = [gate_document(tool_fields(tool)) for tool in tools]
+        return CatalogGate(load_gate(), encoder, documents, self._gate_vectors)
 
     @staticmethod
     def _seed_builtin_tools(store: GraphStore) -> None:

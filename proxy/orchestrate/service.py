@@ -1,8 +1,10 @@
 """Orchestrate mode, without HTTP: plan, run the tools, answer.
 
-One request goes through four stages, each timed into the trace and the
+One request goes through up to five stages, each timed into the trace and the
 ``toolgraph_stage_duration_seconds`` histogram: ``catalog`` (loaded once),
-``plan`` (the planner; it never raises, it degrades), ``execute`` (the tool DAG
+``gate`` (the learned "does any tool serve this?"; a request none serves skips
+planning and tools and goes to the upstream as it came), ``plan`` (the planner;
+it never raises, it degrades), ``execute`` (the tool DAG
 in parallel, compressed outputs) and ``answer`` (the upstream model, streaming
 when the client streams). A required value only the user can give ends the
 request with the question as the assistant's answer, and no answer call.
@@ -60,7 +62,7 @@ from proxy.orchestrate.traces import TraceStore, call_traces
 from proxy.orchestrate.usage import MeteredModel, Usage
 from proxy.plan.model import Plan
 from proxy.upstream import ModelRouter, Reply, Target, Upstream
-from retriever.conversation import message_text
+from retriever.conversation import conversation_query, message_text
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +151,7 @@ class Orchestrator:
         self._router = router
         self._upstreams = upstreams
         self._keepalive = options.keepalive
+        self._query_turns = settings.retriever.query_turns
         self._request_timeout = settings.timeouts.request
         self._secrets = tuple(settings.secrets())
         self._pending: set[asyncio.Task[None]] = set()
@@ -364,6 +367,10 @@ class Orchestrator:
         with turn.stage("catalog"):
             catalog = await self.catalog.get()
         earlier = await self._earlier(turn)
+        if not await self._gate(turn, catalog):
+            say("answering…")  # no tool serves the request: no planning, no tools
+            messages = answer_messages(turn.messages, None, earlier)
+            return Prepared(earlier, None, body=answer_body(turn.body, turn.target.model, messages))
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
         with turn.stage("plan"):
             plan = await catalog.planner.plan(conversation_text(turn.messages), model, turn.client)
@@ -382,6 +389,16 @@ class Orchestrator:
         say("answering…")
         messages = answer_messages(turn.messages, executed, earlier)
         return Prepared(earlier, executed, body=answer_body(turn.body, turn.target.model, messages))
+
+    async def _gate(self, turn: Turn, catalog: Catalog) -> bool:
+        """Whether a catalog tool may serve the request (always, with the gate off)."""
+        if catalog.gate is None:
+            return True
+        with turn.stage("gate"):
+            query = conversation_query(_dicts(turn.messages), self._query_turns)
+            decision = await asyncio.to_thread(catalog.gate.decide, query)
+        turn.trace["gate"] = {"decision": decision.label, "score": decision.score}
+        return decision.needs_tool
 
     async def _execute(
         self,

@@ -2,7 +2,9 @@
 
 The model loads on the first select request (or at start-up with
 ``retriever.preload``), in a worker thread, so that passthrough never imports torch.
-The retriever's errors are translated here, where they enter the proxy.
+The retriever's errors are translated here, where they enter the proxy. With
+``toolgraph.gate`` the learned no-tool gate goes first: when no tool of the request
+serves it, the request goes upstream with no tools at all.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from retriever.config import RetrieverConfig
 from retriever.errors import InvalidTools, ModelNotFound
 
 if TYPE_CHECKING:
+    from retriever.batching import BatchingEmbedder
     from retriever.embedder import Encoder
+    from retriever.gate.model import Gate
+
+#: Request fields that only make sense with ``tools``: dropped with them.
+_TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +44,7 @@ class SelectService:
         self._redis = redis
         self._selector: Any = None  # retriever.select.ToolSelector, imported on first use
         self._embedder: Any = None
+        self._gate: tuple[Gate, BatchingEmbedder] | None = None  # loaded on first use
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -73,6 +81,10 @@ class SelectService:
             await self.start()
         except ModelNotFound as exc:
             raise RetrieverUnavailable(f"select mode is unavailable: {exc}") from None
+        gated = options.gate and not _forces_tool(body.get("tool_choice"))
+        if gated and not await self._needs_tools(tools, body):
+            metrics.TOOLS_SELECTED.labels("select", "offered").inc(len(tools))
+            return {k: v for k, v in body.items() if k not in _TOOL_FIELDS}
         from retriever.select import SelectOptions
 
         select_options = SelectOptions(
@@ -103,6 +115,50 @@ class SelectService:
         )
         return {**body, "tools": selection.tools}
 
+    async def _needs_tools(self, tools: list[Any], body: dict[str, Any]) -> bool:
+        """The no-tool gate (``toolgraph.gate``) on the client's tools."""
+        from retriever.conversation import conversation_query
+        from retriever.documents import function_fields
+        from retriever.gate.catalog import decide_for_tools
+        from retriever.gate.features import gate_document
+        from retriever.select import check_tools
+
+        try:
+            functions = check_tools(tools)
+        except InvalidTools as exc:
+            raise InvalidRequest(str(exc), param=exc.param, code="invalid_tools") from None
+        gate, embedder = await self._gate_parts()
+        documents = [gate_document(function_fields(spec, name)) for name, spec in functions]
+        query = conversation_query(body["messages"], self._config.query_turns)
+        decision = await decide_for_tools(gate, embedder, documents, query)
+        log.info("select: gate %s (score %.4f)", decision.label, decision.score)
+        return decision.needs_tool
+
+    async def _gate_parts(self) -> tuple[Gate, BatchingEmbedder]:
+        async with self._lock:
+            if self._gate is None:
+                try:
+                    self._gate = await asyncio.to_thread(self._load_gate)
+                except ModelNotFound as exc:
+                    raise RetrieverUnavailable(f"the no-tool gate is unavailable: {exc}") from None
+            return self._gate
+
+    def _load_gate(self) -> tuple[Gate, BatchingEmbedder]:
+        from retriever.batching import BatchingEmbedder
+        from retriever.cache import LRUCache
+        from retriever.embedder import load_encoder
+        from retriever.gate.model import gate_encoder_config, load_gate
+
+        gate = load_gate()
+        encoder = load_encoder(gate_encoder_config(self._config))
+        if encoder is self._embedder.encoder:  # the bundled MiniLM serves both
+            embedder: BatchingEmbedder = self._embedder
+            return gate, embedder
+        config = self._config
+        return gate, BatchingEmbedder(
+            encoder, LRUCache(config.cache_size), window_ms=config.batch_window_ms
+        )
+
     def _load(self) -> tuple[Any, Any]:
         from retriever.batching import BatchingEmbedder
         from retriever.cache import EmbeddingCache, LayeredCache, LRUCache, RedisCache
@@ -121,3 +177,8 @@ class SelectService:
             max_batch=self._config.max_batch,
         )
         return ToolSelector(embedder, self._config), embedder
+
+
+def _forces_tool(tool_choice: object) -> bool:
+    """``required`` or a named function: the client wants a call, whatever the gate says."""
+    return tool_choice == "required" or isinstance(tool_choice, dict)

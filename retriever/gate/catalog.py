@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from retriever.batching import BatchingEmbedder
-from retriever.embedder import Encoder
+from retriever.embedder import Encoder, Vectors
 from retriever.errors import ModelNotFound
 from retriever.gate.features import CatalogView
 from retriever.gate.model import Decision, Gate
@@ -20,17 +20,33 @@ BATCH = 64
 class CatalogGate:
     """``decide`` blocks on one forward pass: call it from a worker thread."""
 
-    def __init__(self, gate: Gate, encoder: Encoder, documents: Sequence[str]) -> None:
+    def __init__(
+        self,
+        gate: Gate,
+        encoder: Encoder,
+        documents: Sequence[str],
+        known: dict[str, Vectors] | None = None,
+    ) -> None:
+        """``known``: document vectors from an earlier load, kept up to date here, so that
+        a reload embeds only the tools that changed."""
         if encoder.name != gate.encoder:
             raise ModelNotFound(
                 f"the gate was fitted on {gate.encoder}'s vectors, not {encoder.name}'s"
             )
         self.gate = gate
         self._encoder = encoder
-        vectors = [
-            encoder.encode(list(documents[i : i + BATCH])) for i in range(0, len(documents), BATCH)
-        ]
-        matrix = np.vstack(vectors) if vectors else np.zeros((0, encoder.dim), np.float32)
+        known = {} if known is None else known
+        missing = list(dict.fromkeys(d for d in documents if d not in known))
+        for start in range(0, len(missing), BATCH):
+            batch = missing[start : start + BATCH]
+            known.update(zip(batch, encoder.encode(batch), strict=True))
+        for gone in set(known) - set(documents):  # tools removed since
+            del known[gone]
+        matrix = (
+            np.stack([known[d] for d in documents])
+            if documents
+            else np.zeros((0, encoder.dim), np.float32)
+        )
         self.view = CatalogView.of(matrix, documents)
 
     def decide(self, query: str) -> Decision:

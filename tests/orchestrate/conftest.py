@@ -26,6 +26,14 @@ PROGRESS: dict[str, Any] = {"toolgraph": {"mode": "orchestrate", "progress": Tru
 BIG_BALANCE = 123456789012345678901234567890
 
 
+@pytest.fixture(autouse=True)
+def _no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The no-tool gate off: these tests script artificial requests ("Records?", "Oslo
+    queue?") that a gate fitted on real ones may send straight to the answer. The gate
+    has its own tests (test_gate.py), which turn it on."""
+    monkeypatch.setenv("TOOLGRAPH_ORCHESTRATE__GATE", "false")
+
+
 @pytest.fixture
 def brain(upstream: FakeUpstream) -> Brain:
     brain = Brain()
