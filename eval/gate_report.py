@@ -1,0 +1,180 @@
+"""The no-tool gate, leave-one-source-out: accuracy, precision, recall per held-out source.
+
+    python -m eval.gate_report --data ../shared/data/train
+
+For each of the six sources of ``train/gate``, a gate is fitted on the others (BFCL
+and When2Call leave together: When2Call's questions are BFCL's) and its threshold is
+chosen on them alone (nested: each training source scored by a gate that did not
+see it); the held-out source is then scored once. The baseline is the bare best
+cosine of the query against the catalog, its threshold chosen the same way. The
+latency is that of one decision (the query's forward pass, the features and the
+network) against the built-in catalog, and of the features and network alone.
+Writes ``eval/results/gate.json`` and ``retriever/gate/gate_eval.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from eval.gate import score
+from retriever.gate.data import SOURCES
+from retriever.gate.train import (
+    OVERLAPS,
+    Array,
+    Design,
+    Options,
+    choose_threshold,
+    held_out_scores,
+    load_design,
+    progress,
+)
+
+RESULTS = Path("eval/results/gate.json")
+PLOT = Path("retriever/gate/gate_eval.png")
+Flags = npt.NDArray[np.bool_]
+COSINES = np.round(np.arange(0.0, 0.951, 0.01), 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m eval.gate_report", description=__doc__)
+    parser.add_argument("--data", type=Path, required=True, help="the train/ folder")
+    parser.add_argument("--hidden", type=int, default=Options.hidden, help="0: logistic")
+    parser.add_argument("--steps", type=int, default=Options.steps)
+    parser.add_argument("--json", type=Path, default=RESULTS)
+    parser.add_argument("--plot", type=Path, default=PLOT)
+    args = parser.parse_args(argv)
+    data, encoder = load_design(args.data)
+    options = Options(hidden=args.hidden, steps=args.steps)
+    report: dict[str, Any] = {"options": options.__dict__, "sources": {}}
+    for source in SOURCES:
+        progress(f"holding out {source}")
+        started = time.perf_counter()
+        probability, threshold = held_out_scores(data, source, options, encoder, progress)
+        rows = data.subset(data.sources == source)
+        report["sources"][source] = {
+            "rows": len(rows),
+            "needs_tool": int(rows.labels.sum()),
+            "gate": _scores(rows, probability, threshold),
+            "max_cosine": _baseline(data, source),
+            "by_category": _by_category(data, source, probability >= threshold),
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+        print(source, json.dumps(report["sources"][source]["gate"]), flush=True)
+    report["latency_ms"] = latency()
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, args.plot)
+    print(f"wrote {args.json} and {args.plot}")
+    return 0
+
+
+def _scores(rows: Design, probability: Array, threshold: float) -> dict[str, float | None]:
+    gold = rows.labels.tolist()
+    result: dict[str, float | None] = {
+        **score(gold, (probability >= threshold).tolist()),
+        "threshold": threshold,
+        "auc": auc(rows.labels, probability),
+    }
+    if not any(gold):  # only requests that need no tool: precision and recall say nothing
+        result["precision"] = result["recall"] = result["f1"] = None
+    return result
+
+
+def _baseline(data: Design, held_out: str) -> dict[str, float | None]:
+    """The best cosine against a threshold chosen on the training sources."""
+    cosine = np.where(data.has_catalog, data.scalars[:, 0], -1.0)
+    training = ~np.isin(data.sources, OVERLAPS.get(held_out, (held_out,)))
+    threshold = choose_threshold(cosine[training], data.subset(training), COSINES)
+    rows = data.sources == held_out
+    return _scores(data.subset(rows), cosine[rows], threshold)
+
+
+def _by_category(data: Design, source: str, predicted: Flags) -> dict[str, dict[str, float]]:
+    categories = data.categories[data.sources == source]
+    right = predicted == data.labels[data.sources == source]
+    return {
+        str(c): {
+            "rows": int((categories == c).sum()),
+            "accuracy": round(float(np.mean(right[categories == c])), 4),
+        }
+        for c in sorted(set(categories.tolist()))
+    }
+
+
+def auc(labels: Flags, probability: Array) -> float | None:
+    """The area under the ROC curve (the rank statistic); None with one class only."""
+    positive, negative = probability[labels], probability[~labels]
+    if not len(positive) or not len(negative):
+        return None
+    order = np.argsort(np.concatenate([positive, negative]), kind="mergesort")
+    ranks = np.empty(len(order))
+    ranks[order] = np.arange(1, len(order) + 1)
+    wins = ranks[: len(positive)].sum() - len(positive) * (len(positive) + 1) / 2
+    return round(float(wins / (len(positive) * len(negative))), 4)
+
+
+def latency(repeats: int = 200) -> dict[str, float]:
+    """Milliseconds of one decision against the built-in catalog (median and p95)."""
+    from graph_store.models import Tool
+    from proxy.tools.catalog import builtin_tools
+    from retriever.config import RetrieverConfig
+    from retriever.documents import tool_fields
+    from retriever.embedder import load_encoder
+    from retriever.gate.catalog import CatalogGate
+    from retriever.gate.features import gate_document
+    from retriever.gate.model import gate_encoder_config, load_gate
+
+    tools: list[Tool] = builtin_tools()
+    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="cpu")))
+    gate = CatalogGate(load_gate(), encoder, [gate_document(tool_fields(t)) for t in tools])
+    queries = [f"what is the integral of x^{i} from 0 to {i}?" for i in range(repeats)]
+    whole, model = [], []
+    for query in queries:
+        started = time.perf_counter()
+        vector = encoder.encode([query])[0]
+        middle = time.perf_counter()
+        gate.gate.decide(vector, query, gate.view)
+        ended = time.perf_counter()
+        whole.append((ended - started) * 1000)
+        model.append((ended - middle) * 1000)
+    return {
+        "tools": len(tools),
+        "decision_p50": round(statistics.median(whole), 3),
+        "decision_p95": round(float(np.percentile(whole, 95)), 3),
+        "features_and_network_p50": round(statistics.median(model), 3),
+    }
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sources = list(report["sources"])
+    gate = [report["sources"][s]["gate"]["accuracy"] for s in sources]
+    base = [report["sources"][s]["max_cosine"]["accuracy"] for s in sources]
+    x = np.arange(len(sources))
+    figure, axes = plt.subplots(figsize=(8, 4))
+    axes.bar(x - 0.2, base, 0.4, label="max cosine, threshold from training sources")
+    axes.bar(x + 0.2, gate, 0.4, label="learned gate")
+    axes.axhline(0.9, color="grey", linestyle="--", linewidth=1, label="target 0.90")
+    axes.set_xticks(x, sources)
+    axes.set_ylim(0, 1)
+    axes.set_ylabel("accuracy on the held-out source")
+    axes.set_title("No-tool gate, leave-one-source-out (train/gate)")
+    axes.legend(loc="lower left", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
