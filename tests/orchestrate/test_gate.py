@@ -14,6 +14,8 @@ CHIT_CHAT = "Thanks, that helps a lot!"
 QUESTION = "Evaluate the expression 2*pi*50 numerically."
 #: Stages only planning and tools ask the upstream about.
 PLANNING = ("decompose", "pick", "reflect", "arguments")
+#: Seconds the SDK waits: the first request loads the catalog, slow on a busy machine.
+WAIT = 300
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def gated(start_proxy: StartProxy) -> ServerThread:
 
 
 def ask(server: ServerThread, text: str) -> tuple[str, dict[str, Any]]:
-    raw = sdk(server).chat.completions.with_raw_response.create(
+    raw = sdk(server, timeout=WAIT).chat.completions.with_raw_response.create(
         model="fake-model", messages=user(text), extra_body=ORCHESTRATE
     )
     answer = raw.parse().choices[0].message.content or ""
@@ -43,7 +45,7 @@ def test_chit_chat_is_answered_without_planning(gated: ServerThread, brain: Brai
 
 
 def test_a_streamed_chit_chat_turn_skips_planning_too(gated: ServerThread, brain: Brain) -> None:
-    stream = sdk(gated).chat.completions.create(
+    stream = sdk(gated, timeout=WAIT).chat.completions.create(
         model="fake-model", messages=user(CHIT_CHAT), stream=True, extra_body=ORCHESTRATE
     )
     content, _, _ = stream_parts(iter(stream))

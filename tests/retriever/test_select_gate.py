@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from eval.fake_upstream import FakeUpstream, Script
-from tests.conftest import ServerThread, StartProxy
+from tests.conftest import ServerThread, StartProxy, closed_after_test
 from tests.retriever.client_tools import client_tools
 
 GATED = {"toolgraph": {"mode": "select", "top_k": 4, "gate": True}}
@@ -24,9 +24,11 @@ def user(text: str) -> list[Any]:
 @pytest.fixture
 def client(start_proxy: StartProxy) -> openai.OpenAI:
     server: ServerThread = start_proxy(upstream_api_key="sk-upstream")
-    return openai.OpenAI(
-        base_url=f"{server.url}/v1", api_key="sk-client", max_retries=0, timeout=60
+    # the first request loads the model and the gate: slow on a busy machine
+    client = openai.OpenAI(
+        base_url=f"{server.url}/v1", api_key="sk-client", max_retries=0, timeout=300
     )
+    return closed_after_test(client)
 
 
 def sent(upstream: FakeUpstream) -> dict[str, Any]:
