@@ -109,11 +109,13 @@ def load_gate(path: Path = WEIGHTS) -> Gate:
 
 
 def gate_encoder_config(config: RetrieverConfig) -> RetrieverConfig:
-    """The encoder the gate was fitted with (the bundled MiniLM), on ``config``'s device."""
+    """The encoder the gate was fitted with (the bundled MiniLM, without the retrieval
+    adapter), on ``config``'s device."""
     return RetrieverConfig(
         model_path=bundled_model_path(),
         model_kind="flag",
         pooling="mean",
+        adapter=False,
         device=config.device,
         cpu_threads=config.cpu_threads,
     )
