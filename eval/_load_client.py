@@ -3,8 +3,9 @@
 Each worker holds one connection (:class:`eval._bench_client.Connection`) and sends
 request after request until the run's time or request count is spent; every
 request gets its own body (``body_for(index)``), so a server sees distinct
-queries, and leaves an :class:`Outcome`: when it started and ended, the status,
-and whether the client may retry it (no ``x-should-retry: false``).
+queries, and headers of its own if ``headers_for(index)`` gives any; each leaves
+an :class:`Outcome`: when it started and ended, the status, and whether the
+client may retry it (no ``x-should-retry: false``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ class Load:
     concurrency: int
     stream: bool
     timeout: float
+    headers_for: Callable[[int], Mapping[str, str]] = lambda index: {}
     outcomes: list[Outcome] = field(default_factory=list)
     _next: int = 0
     _started: float = 0.0
@@ -80,7 +82,8 @@ class Load:
             connection.close()
 
     async def _one(self, connection: Connection, index: int) -> None:
-        request = build_request(self.endpoint, self.body_for(index), self.headers)
+        headers = {**self.headers, **self.headers_for(index)}
+        request = build_request(self.endpoint, self.body_for(index), headers)
         started = self.elapsed
         try:
             async with asyncio.timeout(self.timeout):

@@ -28,6 +28,7 @@ def orchestrate_summary(
     summary = _common(load.outcomes, load.elapsed)
     failed = [o for o in load.outcomes if not o.complete]
     summary["answer_written_then_error"] = sum(1 for o in failed if o.index in answered)
+    summary["not_a_retryable_503"] = sum(1 for o in failed if o.status != 503 or not o.retryable)
     if marks:
         summary["redis"] = dict(marks)
         summary["errors_by_phase"] = _by_phase(failed, marks)
@@ -112,6 +113,8 @@ def checks(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         lost = b["answer_written_then_error"]
         found.append(_check("B: no answered request turned into an error", lost == 0, f"{lost}"))
         found.append(_check("B: no 500", b["http_500"] == 0, f"{b['http_500']}"))
+        other = b["not_a_retryable_503"]
+        found.append(_check("B: every error a retryable 503", other == 0, f"{other} not"))
         after = b.get("errors_by_phase", {}).get("after", 0)
         found.append(_check("B: no error once Redis is back (+5 s)", after == 0, f"{after}"))
     if "c" in results:

@@ -10,7 +10,8 @@ concurrent request:
 * A: orchestrate requests (non-streamed) with a Redis of the benchmark's own, each
   with a distinct text (``Please compute 2*pi*{i}``), so plan memory and retrieval
   see distinct queries; the fake upstream's :class:`~eval.brain.Brain` answers
-  every planner prompt (a one-step plan, ``evaluate_expression``). Target: no 5xx.
+  every planner prompt (a one-step plan, ``evaluate_expression``); every other
+  request carries an ``Idempotency-Key``. Target: no 5xx.
 * B: the same, with Redis killed (SIGKILL) for ``--outage-seconds`` in the middle
   and started again on the same port. Target: no request whose answer the model
   had already written ends in an error, and no 500 (a clean, retryable 503 while
@@ -127,6 +128,11 @@ def orchestrate_body(index: int) -> bytes:
             "toolgraph": {"mode": "orchestrate"},
         }
     )
+
+
+def every_other_keyed(index: int) -> dict[str, str]:
+    """An ``Idempotency-Key`` on every other request, so the key store is under load too."""
+    return {"idempotency-key": f"load-{os.getpid()}-{index}"} if index % 2 == 0 else {}
 
 
 STREAM_BODY = orjson.dumps(
@@ -296,6 +302,7 @@ def scenario_orchestrate(work: Path, sizes: Sizes, outage: bool) -> dict[str, An
     try:
         with redis_server() as redis, toolgraph(work, upstream.port, redis.url) as proxy:
             load = new_load(proxy, orchestrate_body, stream=False, sizes=sizes)
+            load.headers_for = every_other_keyed
             cpu = CpuShare(proxy.process.pid)
 
             async def kill_redis() -> None:
