@@ -12,7 +12,8 @@ from proxy.config import load_settings
 from proxy.orchestrate.catalog import CatalogService
 from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
-from retriever.bulk import DiskCache, text_key
+from retriever.adapter import AdaptedEncoder
+from retriever.bulk import DiskCache, embed_documents, text_key
 from retriever.catalog import catalog_documents
 from retriever.qdrant_store import claim_local_folder, collection_name
 
@@ -24,12 +25,16 @@ async def test_a_second_worker_fills_its_own_folder_from_the_embeddings_cache(
     select = SelectService(settings.retriever)
     encoder = await select.encoder()
     first = claim_local_folder(tmp_path)  # another worker holds `qdrant`
-    marker = np.zeros(encoder.dim, dtype=np.float32)
+    base = encoder.base if isinstance(encoder, AdaptedEncoder) else encoder  # what is cached
+    marker = np.zeros(base.dim, dtype=np.float32)
     marker[0] = 1.0  # no text embeds to this: a vector found in Qdrant came from the cache
-    cache = DiskCache(tmp_path / "embeddings", encoder.name)
-    for document in catalog_documents(builtin_tools(), settings.retriever):
-        cache.vectors[text_key(document.text)] = marker
+    cache_dir = tmp_path / "embeddings"
+    cache = DiskCache(cache_dir, base.name)
+    texts = [d.text for d in catalog_documents(builtin_tools(), settings.retriever)]
+    for text in texts:
+        cache.vectors[text_key(text)] = marker
     cache.save()
+    expected = embed_documents(encoder, texts, cache_dir=cache_dir, progress=False)[0]
 
     catalog = CatalogService(settings, select)
     await catalog.get()
@@ -42,5 +47,5 @@ async def test_a_second_worker_fills_its_own_folder_from_the_embeddings_cache(
     points, _ = client.scroll(name, limit=100, with_vectors=True)
     client.close()
     assert len(points) == len(builtin_tools())
-    assert all(np.allclose(point.vector, marker) for point in points)
+    assert all(np.allclose(point.vector, expected, atol=1e-5) for point in points)
     assert not (tmp_path / "qdrant" / "collection").exists()  # the held folder was left alone
