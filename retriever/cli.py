@@ -66,9 +66,12 @@ def _build(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     encoder = load_encoder(config)
     catalog = open_catalog(encoder, config, settings.data_dir, settings.qdrant_url)
     cache_dir = settings.data_dir / "embeddings"
-    report = build_index(
-        tools, encoder, catalog, config, cache_dir=cache_dir, progress=not args.quiet
-    )
+    try:
+        report = build_index(
+            tools, encoder, catalog, config, cache_dir=cache_dir, progress=not args.quiet
+        )
+    finally:
+        catalog.close()
     print(f"{catalog.collection}: {report.summary()}", file=out)
     return 0
 
@@ -79,9 +82,11 @@ def _search(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
 
     config = settings.retriever
     encoder = load_encoder(config)
-    index = load_index(
-        open_catalog(encoder, config, settings.data_dir, settings.qdrant_url), config
-    )
+    catalog = open_catalog(encoder, config, settings.data_dir, settings.qdrant_url)
+    try:
+        index = load_index(catalog, config)
+    finally:
+        catalog.close()
     vector = encoder.encode([args.query])[0] if args.method != "bm25" else None
     hits = index.search(
         vector, args.query, args.k, method=args.method, category=args.category, group=args.group

@@ -131,6 +131,11 @@ class QdrantCatalog:
     def exists(self) -> bool:
         return self._client.call(lambda c: bool(c.collection_exists(self.collection)))
 
+    def close(self) -> None:
+        """Close the client: its owning thread keeps it alive, so the garbage collector
+        never releases a local folder's lock for the next client of this process."""
+        self._client.close()
+
     def ensure(self) -> None:
         self._client.call(self._ensure)
 
