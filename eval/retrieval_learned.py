@@ -12,8 +12,11 @@ Two stages, both on the frozen MiniLM's cached vectors (an adapter only maps the
 Results go to one JSON file (each stage updates its own part) and ``--plot`` draws
 retriever/retrieval_learned.png from it::
 
+    python -m eval.retrieval_learned --lodo --only adapter-full
+    python -m eval.retrieval_learned --unseen --sample --unseen-sets ../shared/data/toolbench_stable
     python -m eval.seal_beir ../shared/data/extras/seal_tools .cache/retriever/seal_beir
-    python -m eval.retrieval_learned --lodo --unseen --plot
+    python -m eval.retrieval_learned --unseen --unseen-sets .cache/retriever/seal_beir
+    python -m eval.retrieval_learned --plot
 """
 
 from __future__ import annotations
@@ -231,7 +234,7 @@ def unseen(
             "corpus": data.corpus_size,
         }
         print(data.name, json.dumps(out[data.name]), flush=True)
-    report["unseen"] = out
+    report.setdefault("unseen", {}).update(out)
 
 
 def _apply_microseconds(matrix: Vectors) -> float:

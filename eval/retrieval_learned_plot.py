@@ -58,7 +58,7 @@ COLUMNS = ("ndcg@1", "ndcg@5", "ndcg@10", "recall@5", "recall@10")
 
 def tables(report: dict[str, Any]) -> str:
     """The README's tables: one row per method, a table per dataset."""
-    method = report["choice"]["best"].split("/")[1]
+    variant, method = report["choice"]["best"].split("/")
     out = []
     for name, results in report.get("lodo", {}).items():
         rows = {
@@ -73,7 +73,12 @@ def tables(report: dict[str, Any]) -> str:
             rows[f"{learned}: {method} (shipped)"] = results[learned][method]
         out.append(_table(f"{name} (left out)", rows))
     for name, results in report.get("unseen", {}).items():
-        rows = {k: v for k, v in results.items() if isinstance(v, dict) and k != "shipped"}
+        labels = {"hybrid": "hybrid (RRF 0.5, before)", f"{variant}/{method}": "(shipped)"}
+        rows = {
+            f"{k} {labels[k]}".replace("hybrid hybrid", "hybrid") if k in labels else k: v
+            for k, v in results.items()
+            if isinstance(v, dict) and k != "shipped"
+        }
         sampled = results["documents"] < results["corpus"]
         title = f"{name} (unseen" + (
             f"; {results['documents']:,} of {results['corpus']:,} tools, see below)"
