@@ -1,0 +1,198 @@
+"""A small OpenAI-compatible chat server over ``llama_cpp.Llama`` with Qwen2.5's tool format.
+
+    .bench/llama-venv/bin/python -m eval.llm.server --model FILE [--port N] [--n-ctx N]
+
+It runs inside the llama venv (llama-cpp-python and the standard library only), in
+place of ``llama_cpp.server``, whose ``chatml-function-calling`` handler loses this
+model's answers (see :mod:`eval.llm.qwen_format`). ``POST /v1/chat/completions``
+takes ``messages``, ``tools`` (``tool_choice: "none"`` drops them),
+``response_format`` (``json_object``, or ``json_schema``, both enforced by a
+llama.cpp grammar), ``max_tokens``, ``temperature``, ``seed`` and ``stream`` (the
+whole reply as one chunk, then usage). A prompt longer than the context is a 400
+``context_length_exceeded``, as OpenAI answers it. One request is decoded at a
+time; llama.cpp reuses the longest prompt prefix the previous request left in its
+KV cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from llama_cpp import Llama
+from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+from eval.llm.qwen_format import END, parse_reply, render_prompt
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ChatEngine:
+    """One loaded model; :meth:`complete` answers one chat completion body."""
+
+    def __init__(self, model: Path, n_ctx: int, threads: int, name: str) -> None:
+        self.llm = Llama(str(model), n_ctx=n_ctx, n_threads=threads, verbose=False)
+        self.n_ctx = n_ctx
+        self.name = name
+        self.lock = threading.Lock()
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest("messages must be a non-empty list")
+        tools = [] if body.get("tool_choice") == "none" else list(body.get("tools") or [])
+        tokens = self.llm.tokenize(
+            render_prompt(messages, tools).encode(), add_bos=False, special=True
+        )
+        room = self.n_ctx - len(tokens)
+        if room < 16:
+            raise BadRequest(
+                f"the prompt is {len(tokens)} tokens; this server's context is {self.n_ctx}",
+                "context_length_exceeded",
+            )
+        wanted = body.get("max_tokens") or body.get("max_completion_tokens") or room
+        with self.lock:
+            out = self.llm.create_completion(
+                tokens,
+                max_tokens=min(int(wanted), room),
+                temperature=float(body.get("temperature") or 0.0),
+                seed=body.get("seed"),
+                stop=[END],
+                grammar=_grammar(body.get("response_format")),
+            )
+        return self._completion(out, [_name(tool) for tool in tools])
+
+    def _completion(self, out: Any, names: list[str]) -> dict[str, Any]:
+        choice = out["choices"][0]
+        parsed = parse_reply(choice["text"], names)
+        message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
+        finish = choice.get("finish_reason") or "stop"
+        if parsed.tool_calls:
+            message["tool_calls"] = [call.openai() for call in parsed.tool_calls]
+            finish = "tool_calls"
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": out["usage"],
+        }
+
+
+def _name(tool: dict[str, Any]) -> str:
+    return str((tool.get("function") or tool).get("name"))
+
+
+def _grammar(response_format: object) -> LlamaGrammar | None:
+    if not isinstance(response_format, dict):
+        return None
+    kind = response_format.get("type")
+    if kind == "json_object":
+        schema = response_format.get("schema")
+        if isinstance(schema, dict):
+            return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        return LlamaGrammar.from_string(JSON_GBNF, verbose=False)
+    if kind == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise BadRequest("response_format.json_schema.schema must be an object")
+        return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    return None
+
+
+def stream_events(completion: dict[str, Any]) -> list[bytes]:
+    """The completion as SSE: the whole message in one chunk, the finish, the usage."""
+    choice = completion["choices"][0]
+    head = {key: completion[key] for key in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    delta = dict(choice["message"])
+    for index, call in enumerate(delta.get("tool_calls") or []):
+        call["index"] = index
+    chunks = [
+        head | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        head | {"choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+        head | {"choices": [], "usage": completion["usage"]},
+    ]
+    return [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks] + [b"data: [DONE]\n\n"]
+
+
+class Handler(BaseHTTPRequestHandler):
+    engine: ChatEngine
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/models"):
+            self._json(200, {"object": "list", "data": [{"id": self.engine.name}]})
+        else:
+            self._error(404, f"no route {self.path}", "not_found")
+
+    def do_POST(self) -> None:
+        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+            self._error(404, f"no route {self.path}", "not_found")
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            completion = self.engine.complete(body)
+        except BadRequest as exc:
+            self._error(400, str(exc), exc.code)
+            return
+        except ValueError as exc:
+            self._error(400, f"the body is not valid: {exc}", "invalid_request")
+            return
+        if body.get("stream"):
+            self._stream(completion)
+        else:
+            self._json(200, completion)
+
+    def _stream(self, completion: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for event in stream_events(completion):
+            self.wfile.write(event)
+
+    def _json(self, status: int, payload: object) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, code: str) -> None:
+        kind = "invalid_request_error" if status == HTTPStatus.BAD_REQUEST else "not_found_error"
+        self._json(status, {"error": {"message": message, "type": kind, "code": code}})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # the eval's own log says what happened
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True, help="the GGUF file")
+    parser.add_argument("--name", default="qwen2.5-coder-1.5b", help="the model name served")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--n-ctx", type=int, default=16384, help="context window in tokens")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    Handler.engine = ChatEngine(args.model, args.n_ctx, args.threads, args.name)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    print(f"serving {args.name} on http://{args.host}:{args.port}/v1", flush=True)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
