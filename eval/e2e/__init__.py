@@ -1,0 +1,1 @@
+"""End to end with a real model: see :mod:`eval.e2e.__main__`."""

@@ -1,0 +1,179 @@
+"""The three ways a request is answered, each through the same toolgraph proxy.
+
+* ``orchestrate``: toolgraph plans over its catalog, runs the tools, and the model
+  answers from their results (one request, ``toolgraph.mode = "orchestrate"``);
+* ``all_tools``: passthrough with every catalog tool in ``tools``; this client runs
+  the calls the model makes, with the sandbox orchestrate mode runs built-ins in,
+  and sends the results back, for at most :data:`MAX_ROUNDS` rounds;
+* ``no_tools``: passthrough, the bare question.
+
+Every arm returns an :class:`Outcome`: the answer's text, the tokens the upstream
+counted over every call the request made, the tools called, and the error when the
+request failed (a context overflow is an error like any other, recorded, not raised).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+import openai
+from openai.types.chat import ChatCompletionMessageParam
+from pydantic import JsonValue
+
+from eval.e2e.tasks import SYSTEM, Task
+from graph_store.models import Tool
+from proxy.errors import ToolError
+from proxy.execute.invocation import BUILTIN_SCHEME, PythonTools
+
+Arm = Literal["orchestrate", "all_tools", "no_tools"]
+ARMS: tuple[Arm, ...] = ("orchestrate", "all_tools", "no_tools")
+MAX_ROUNDS = 4  # tool rounds of the all-tools client before it stops asking
+RESULT_CHARS = 2000  # of a tool's result sent back to the model
+TRACE_HEADER = "x-toolgraph-trace-id"
+
+
+@dataclass(slots=True)
+class Outcome:
+    answer: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls: list[str] = field(default_factory=list)
+    rounds: int = 0
+    error: str = ""
+    trace: dict[str, Any] | None = None
+
+    def add_usage(self, usage: object) -> None:
+        if usage is not None:
+            self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+def messages_for(task: Task) -> list[ChatCompletionMessageParam]:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.question}]
+
+
+class ArmClient:
+    """Sends one task through one arm of a proxy at ``proxy_url``."""
+
+    def __init__(
+        self,
+        proxy_url: str,
+        key: str,
+        model: str,
+        timeout: float,
+        catalog: list[Tool],
+        runner: PythonTools,
+    ) -> None:
+        self.model = model
+        self.client = openai.AsyncOpenAI(
+            base_url=f"{proxy_url}/v1", api_key=key, max_retries=0, timeout=timeout
+        )
+        self.http = httpx.AsyncClient(
+            base_url=proxy_url, headers={"authorization": f"Bearer {key}"}, timeout=30
+        )
+        self.catalog = {tool.name: tool for tool in catalog}
+        self.tools: list[Any] = [tool.openai_function() for tool in catalog]
+        self.runner = runner
+
+    async def aclose(self) -> None:
+        await self.client.close()
+        await self.http.aclose()
+
+    async def run(self, arm: Arm, task: Task) -> tuple[Outcome, float]:
+        """The arm's outcome on ``task`` and the request's wall time in seconds."""
+        outcome = Outcome()
+        started = time.perf_counter()
+        try:
+            if arm == "orchestrate":
+                await self._orchestrate(task, outcome)
+            elif arm == "all_tools":
+                await self._all_tools(task, outcome)
+            else:
+                await self._no_tools(task, outcome)
+        except openai.APIStatusError as exc:
+            outcome.error = f"{exc.status_code} {_error_code(exc.body)}: {exc.message}"[:300]
+        except (openai.APIError, TimeoutError) as exc:
+            outcome.error = f"{type(exc).__name__}: {exc}"[:300]
+        return outcome, time.perf_counter() - started
+
+    async def _orchestrate(self, task: Task, outcome: Outcome) -> None:
+        raw = await self.client.chat.completions.with_raw_response.create(
+            model=self.model,
+            messages=messages_for(task),
+            temperature=0,
+            extra_body={"toolgraph": {"mode": "orchestrate"}},
+        )
+        completion = raw.parse()
+        outcome.answer = completion.choices[0].message.content or ""
+        outcome.add_usage(completion.usage)
+        outcome.rounds = 1
+        trace_id = raw.headers.get(TRACE_HEADER)
+        if trace_id:
+            outcome.trace = await self._trace(trace_id)
+            calls = (outcome.trace or {}).get("calls") or []
+            outcome.tool_calls = [str(call.get("tool")) for call in calls if isinstance(call, dict)]
+
+    async def _all_tools(self, task: Task, outcome: Outcome) -> None:
+        messages: list[Any] = list(messages_for(task))
+        for _ in range(MAX_ROUNDS + 1):
+            completion = await self.client.chat.completions.create(
+                model=self.model, messages=messages, tools=self.tools, temperature=0
+            )
+            outcome.rounds += 1
+            outcome.add_usage(completion.usage)
+            message = completion.choices[0].message
+            outcome.answer = message.content or ""
+            if not message.tool_calls or outcome.rounds > MAX_ROUNDS:
+                return
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                name = call.function.name  # type: ignore[union-attr]
+                outcome.tool_calls.append(name)
+                result = await self._call(name, call.function.arguments)  # type: ignore[union-attr]
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    async def _no_tools(self, task: Task, outcome: Outcome) -> None:
+        completion = await self.client.chat.completions.create(
+            model=self.model, messages=messages_for(task), temperature=0
+        )
+        outcome.rounds = 1
+        outcome.answer = completion.choices[0].message.content or ""
+        outcome.add_usage(completion.usage)
+
+    async def _call(self, name: str, arguments: str) -> str:
+        """One tool call of the all-tools arm, as text for the model (errors too)."""
+        tool = self.catalog.get(name)
+        if tool is None:
+            return json.dumps({"error": f"no tool named {name}"})
+        if tool.endpoint is None or not tool.endpoint.url.startswith(BUILTIN_SCHEME):
+            return json.dumps({"error": f"{name} cannot be reached from this machine (offline)"})
+        try:
+            parsed = json.loads(arguments or "{}")
+            if not isinstance(parsed, dict):
+                raise ValueError("the arguments are not a JSON object")
+            result: JsonValue = await self.runner.invoke(tool, parsed)
+        except ValueError as exc:
+            return json.dumps({"error": f"the arguments are not valid JSON: {exc}"})
+        except ToolError as exc:
+            return json.dumps({"error": exc.message})
+        return json.dumps(result)[:RESULT_CHARS]
+
+    async def _trace(self, trace_id: str) -> dict[str, Any] | None:
+        for pause in (0.0, 1.0, 3.0):
+            await asyncio.sleep(pause)
+            response = await self.http.get(f"/v1/toolgraph/traces/{trace_id}")
+            if response.status_code == 200:
+                trace: dict[str, Any] = response.json()
+                return trace
+        return None
+
+
+def _error_code(body: object) -> str:
+    error = body.get("error", body) if isinstance(body, Mapping) else None
+    return str(error.get("code")) if isinstance(error, Mapping) else ""

@@ -1,0 +1,160 @@
+"""One end-to-end run: for each catalog size a proxy, and every arm on every task through it.
+
+The proxy runs in a thread of this process with its stores in a temporary folder,
+seeded with the catalog before it starts (so orchestrate mode plans over exactly
+those tools) and preloaded (so the first request does not pay for the index).
+The no-tools arm does not depend on the catalog: it runs once, at the first size.
+Rows are written to the results file as they come, so a run cut short keeps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval._serve import serve_in_thread
+from eval.e2e.arms import Arm, ArmClient, Outcome
+from eval.e2e.catalog import catalog, seed_store
+from eval.e2e.tasks import Task, is_correct
+from proxy.app import create_app
+from proxy.config import load_settings
+from proxy.tools.catalog import python_tools
+from proxy.tools.sandbox import Sandbox
+
+PROXY_SHARE = 0.9  # of the client's timeout, given to the proxy as timeouts.request
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    upstream: str
+    model: str
+    sizes: tuple[int, ...]
+    arms: tuple[Arm, ...]
+    tasks: tuple[Task, ...]
+    corpus: Path
+    timeout: float
+    planner: dict[str, Any] = field(default_factory=dict)  # planner settings to override
+
+
+Row = dict[str, Any]
+
+
+def load_average() -> list[float]:
+    return [round(value, 2) for value in os.getloadavg()]
+
+
+@contextmanager
+def proxy_for(config: RunConfig, size: int, key: str) -> Iterator[str]:
+    """A proxy whose catalog is the built-ins and ``size`` - 5 distractors."""
+    with tempfile.TemporaryDirectory(prefix="toolgraph-e2e-") as folder:
+        seed_store(Path(folder), catalog(size, config.corpus))
+        settings = load_settings(
+            upstream_base_url=config.upstream,
+            upstream_api_key="sk-local-unused",
+            master_key=key,
+            data_dir=folder,
+            timeouts={"request": config.timeout * PROXY_SHARE, "upstream_read": config.timeout},
+            orchestrate={"preload": True},
+            planner=config.planner,
+        )
+        with serve_in_thread(create_app(settings), ready_timeout=900) as url:
+            yield url
+
+
+def pairs(config: RunConfig, size: int) -> list[tuple[Arm, Task]]:
+    """The (arm, task) pairs run at ``size``: no-tools only at the first size."""
+    arms = [arm for arm in config.arms if arm != "no_tools" or size == config.sizes[0]]
+    return [(arm, task) for task in config.tasks for arm in arms]
+
+
+async def run_size(
+    config: RunConfig, size: int, proxy_url: str, key: str, emit: Callable[[Row], None]
+) -> None:
+    sandbox = Sandbox(timeout=30)
+    client = ArmClient(
+        proxy_url, key, config.model, config.timeout, catalog(size, config.corpus),
+        python_tools(sandbox),
+    )  # fmt: skip
+    try:
+        for arm, task in pairs(config, size):
+            outcome, seconds = await client.run(arm, task)
+            emit(row_of(arm, size, task, outcome, seconds))
+    finally:
+        await client.aclose()
+        await sandbox.aclose()
+
+
+def row_of(arm: Arm, size: int, task: Task, outcome: Outcome, seconds: float) -> Row:
+    return {
+        "arm": arm,
+        "catalog": size if arm != "no_tools" else 0,
+        "task": task.id,
+        "kind": task.kind,
+        "correct": not outcome.error and is_correct(task, outcome.answer),
+        "seconds": round(seconds, 2),
+        "prompt_tokens": outcome.prompt_tokens,
+        "completion_tokens": outcome.completion_tokens,
+        "tool_calls": outcome.tool_calls,
+        "rounds": outcome.rounds,
+        "error": outcome.error,
+        "answer": outcome.answer[:600],
+        "trace": slim_trace(outcome.trace),
+    }
+
+
+_CALL_KEYS = ("node", "tool", "outcome", "error", "arguments", "attempts")
+
+
+def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the failure analysis reads: the plan, each call and its result's start."""
+    if trace is None:
+        return None
+    plan = trace.get("plan") or {}
+    calls = [call for call in trace.get("calls") or () if isinstance(call, dict)]
+    return {
+        "plan": {
+            key: plan[key]
+            for key in ("policy", "no_tools", "notes", "llm_calls", "subtasks", "choices")
+            if key in plan
+        },
+        "calls": [
+            {key: call[key] for key in _CALL_KEYS if key in call}
+            | {"compressed": str(call.get("compressed") or "")[:300]}
+            for call in calls
+        ],
+        "answer": trace.get("answer"),
+    }
+
+
+def run_all(config: RunConfig, emit: Callable[[Row], None]) -> None:
+    key = "sk-e2e-" + secrets.token_hex(8)
+    for size in config.sizes:
+        with proxy_for(config, size, key) as url:
+            asyncio.run(run_size(config, size, url, key, emit))
+
+
+def total_pairs(config: RunConfig) -> int:
+    return sum(len(pairs(config, size)) for size in config.sizes)
+
+
+def sizes_list(text: str) -> Sequence[int]:
+    return tuple(int(part) for part in text.split(","))
+
+
+def setting(text: str) -> tuple[str, Any]:
+    """``name=value`` of a planner setting; the value read as JSON when it is JSON."""
+    name, _, value = text.partition("=")
+    if not name or not value:
+        raise ValueError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, json.loads(value)
+    except ValueError:
+        return name, value

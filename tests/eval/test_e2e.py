@@ -1,0 +1,86 @@
+"""The end-to-end eval's checker, distractor catalog and summary (no model needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eval.e2e.catalog import catalog
+from eval.e2e.report import markdown, summarise
+from eval.e2e.tasks import TASKS, Task, is_correct, numbers_in
+
+CORPUS = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
+)
+SKIN = Task("skin", "single", "?", (1.9023e-6,))
+CROSS = Task("cross", "single", "?", (-3.0, 6.0, -3.0))
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("The result is 1.9023e-06 m.", [1.9023e-06]),
+        ("about 1.90 \u00d7 10^-6 m", [1.90e-6]),
+        ("about 1.90 x 10^{-6} m", [1.90e-6]),
+        (r"$1.9 \times 10^{-6}$", [1.9e-6]),
+        ("it is \u22123.5", [-3.5]),
+        ("1,234.5 and 7", [1234.5, 7.0]),
+        ("[-3, 6, -3]", [-3.0, 6.0, -3.0]),
+    ],
+)
+def test_numbers_in(text: str, numbers: list[float]) -> None:
+    assert list(numbers_in(text)) == pytest.approx(numbers)
+
+
+@pytest.mark.parametrize(
+    ("task", "answer", "correct"),
+    [
+        (SKIN, "The skin depth is about 1.90 x 10^-6 m.", True),
+        (SKIN, "The skin depth is 2.09e-6 m.", False),
+        (SKIN, "", False),
+        (CROSS, "The cross product is [-3, 6, -3].", True),
+        (CROSS, "The cross product is [3, -6, 3].", False),  # -3 missing
+        (Task("capital", "none", "?", words="Paris"), "It is paris.", True),
+        (Task("capital", "none", "?", words="Paris"), "It is Lyon.", False),
+    ],
+)
+def test_is_correct(task: Task, answer: str, correct: bool) -> None:
+    assert is_correct(task, answer) is correct
+
+
+def test_tasks_have_unique_ids_and_a_check() -> None:
+    assert len({task.id for task in TASKS}) == len(TASKS)
+    assert all(bool(task.expected) != bool(task.words) for task in TASKS)
+
+
+def test_catalogs_nest_and_hold_the_builtins() -> None:
+    small, large = catalog(10, CORPUS), catalog(100, CORPUS)
+    assert len(small) == 10
+    assert len(large) == 100
+    assert [tool.name for tool in large[:10]] == [tool.name for tool in small]
+    assert len({tool.name for tool in large}) == 100
+    assert "evaluate_expression" in {tool.name for tool in small}
+
+
+def test_summary_counts_correct_answers_tokens_and_overflows() -> None:
+    row = {
+        "arm": "all_tools",
+        "catalog": 1000,
+        "task": "t",
+        "kind": "single",
+        "seconds": 2.0,
+        "prompt_tokens": 100,
+        "completion_tokens": 10,
+        "tool_calls": [],
+        "error": "",
+    }
+    rows = [
+        row | {"correct": True},
+        row | {"correct": False, "error": "400 context_length_exceeded: x"},
+    ]
+    (line,) = summarise(rows)
+    assert line["correct"] == 1
+    assert line["tokens_per_correct"] == 220
+    assert line["context_overflows"] == 1
+    assert "| (b) all tools | 1000 | 1/2 | 1/2 / - / - |" in markdown([line])
