@@ -194,8 +194,10 @@ def plot(results: Mapping[str, Any], path: Path) -> None:
             continue
         timeline = s["timeline"]
         x = [row["second"] for row in timeline]
+        # Errors as bars under the answers' line: the two are often equal in an outage.
+        errors = [row["errors"] for row in timeline]
+        axes.bar(x, errors, width=1.0, color="tab:red", alpha=0.5, label="errors/s")
         axes.plot(x, [row["answered"] for row in timeline], label="answered/s")
-        axes.plot(x, [row["errors"] for row in timeline], label="errors/s", color="tab:red")
         if "redis" in s:
             axes.axvspan(s["redis"].get("redis_killed_s", 0), s["redis"].get("redis_back_s", 0),
                          color="grey", alpha=0.3, label="Redis down")  # fmt: skip
