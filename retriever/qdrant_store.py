@@ -120,6 +120,22 @@ def probe(client: QdrantClient, collection: str) -> None:
     client.count(collection, exact=True)
 
 
+def ensure_collection(
+    client: QdrantClient, name: str, dim: int, keywords: Sequence[str], local: bool
+) -> None:
+    """Create a cosine collection of ``dim``-vectors unless it exists, with a keyword
+    index on each payload field in ``keywords`` on a server (local mode scans anyway,
+    and warns about indexes)."""
+    if client.collection_exists(name):
+        return
+    client.create_collection(
+        name, vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE)
+    )
+    if not local:
+        for key in keywords:
+            client.create_payload_index(name, key, field_schema=models.PayloadSchemaType.KEYWORD)
+
+
 class QdrantCatalog:
     """A catalog's collection; its methods block, so a coroutine calls them in a thread."""
 
@@ -137,20 +153,10 @@ class QdrantCatalog:
         self._client.close()
 
     def ensure(self) -> None:
-        self._client.call(self._ensure)
-
-    def _ensure(self, client: QdrantClient) -> None:
-        if client.collection_exists(self.collection):
-            return
-        client.create_collection(
-            self.collection,
-            vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
+        local = self._client.is_local
+        self._client.call(
+            lambda c: ensure_collection(c, self.collection, self.dim, ("category", "group"), local)
         )
-        if not self._client.is_local:  # local mode scans anyway and warns about indexes
-            for key in ("category", "group"):
-                client.create_payload_index(
-                    self.collection, key, field_schema=models.PayloadSchemaType.KEYWORD
-                )
 
     def stored(self) -> dict[str, StoredPoint]:
         """Every stored tool's payload, by tool id."""

@@ -26,7 +26,7 @@ from proxy.masking import mask_secrets
 from proxy.plan.model import Plan, topological
 from retriever.embedder import Vectors
 from retriever.owned_client import OwnedClient
-from retriever.qdrant_store import probe
+from retriever.qdrant_store import ensure_collection, probe
 
 _NAMESPACE = uuid.UUID("5b0d5c1e-9d8f-4a0c-9a57-3c1b2f6e7a10")
 _SCOPE = "client"  # the payload field with the hash of the client's key
@@ -91,16 +91,7 @@ class PlanMemory:
         return await self._client.run(lambda c: c.count(self.collection).count)
 
     def _create(self, client: QdrantClient) -> None:
-        if client.collection_exists(self.collection):
-            return
-        client.create_collection(
-            self.collection,
-            vectors_config=models.VectorParams(size=self.dim, distance=models.Distance.COSINE),
-        )
-        if not self._client.is_local:  # local mode scans anyway and warns about indexes
-            client.create_payload_index(
-                self.collection, _SCOPE, field_schema=models.PayloadSchemaType.KEYWORD
-            )
+        ensure_collection(client, self.collection, self.dim, (_SCOPE,), self._client.is_local)
 
     def _points(
         self, plan: Plan, vectors: Mapping[str, Vectors], scope: str
