@@ -2,8 +2,8 @@
 
 :class:`UpstreamModel` asks through the proxy's own upstream clients (relay or
 litellm, whichever the route uses), so the executor's calls are routed, timed,
-counted and keyed exactly like a client's. Field selection uses it now; argument
-generation and the planner can share it.
+counted and keyed exactly like a client's. Field selection, argument generation and
+the planner all ask through it.
 """
 
 from __future__ import annotations

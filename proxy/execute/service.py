@@ -5,7 +5,7 @@ the shared httpx client under the catalog's egress policy, the built-in tools'
 sandbox, the field-list cache (Redis when configured) and the argument writer.
 Per request, :meth:`ToolExecutor.execute` runs a plan with the request's model and
 returns every call's record with the compressed text of each output; orchestrate
-mode will call it between planning and answering.
+mode calls it between planning and answering.
 """
 
 from __future__ import annotations
