@@ -78,6 +78,26 @@ async def test_a_valid_plan_is_walked_with_one_pick_per_step(
     assert all(r.body["response_format"] == {"type": "json_object"} for r in upstream.requests)
 
 
+async def test_a_reason_naming_one_listed_tool_overrides_a_number_pointing_at_another(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    drifted = pick(2, "flight_search finds the flights")  # candidate 1 is flight_search
+    upstream.enqueue(reply(STEPS), drifted, pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert plan.choices["s1"] == "flight_search"
+    assert "the reason names flight_search" in plan.decisions[0].reason
+
+
+async def test_a_reason_naming_no_listed_tool_keeps_the_number(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), pick(1, "it fits"), pick(1), pick(1))
+    first = await planner(finder, encoder).plan(REQUEST, model)
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    second = await planner(finder, encoder).plan(REQUEST, model)
+    assert first.choices == second.choices
+
+
 @pytest.mark.parametrize(
     ("bad", "feedback"),
     [
