@@ -22,7 +22,10 @@ GROUP = "course_assistant"
 
 _VARIABLES: JsonValue = {
     "type": "object",
-    "description": 'Values of the names the expression uses, e.g. {"f": 1e9}.',
+    # No example value here: a 1.5B argument writer copied an example's {"f": 1e9} over
+    # the user's own numbers (issue 19).
+    "description": "Numbers for the names in the expression that are not constants, "
+    "by name; left out when the expression holds only numbers and constants.",
     "additionalProperties": {"type": "number"},
 }
 _EXPRESSION: JsonValue = {
