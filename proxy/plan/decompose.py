@@ -94,7 +94,7 @@ def _subtask(i: int, item: JsonValue, categories: Sequence[str]) -> tuple[SubTas
     needs = item.get("needs", [])
     if not isinstance(needs, list):
         return None, f"subtasks[{i}].needs must be a list of ids"
-    category = item.get("category")
+    category = _catalog_spelling(item.get("category"), categories)
     if category is not None and categories and category not in categories:
         return None, f"subtasks[{i}].category {json.dumps(category)} is not a catalog category"
     try:
@@ -107,3 +107,12 @@ def _subtask(i: int, item: JsonValue, categories: Sequence[str]) -> tuple[SubTas
     except ValidationError:
         return None, f"subtasks[{i}] needs a non-empty 'text'"
     return task, ""
+
+
+def _catalog_spelling(category: JsonValue, categories: Sequence[str]) -> JsonValue:
+    """The catalog's spelling of a category the model wrote in another case: a 1.5B
+    model writes "Math" for "math", and a retry for that costs a whole decomposition."""
+    if not isinstance(category, str) or category in categories:
+        return category
+    folded = {name.casefold(): name for name in categories}
+    return folded.get(category.casefold(), category)

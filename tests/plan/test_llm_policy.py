@@ -131,6 +131,16 @@ async def test_an_invalid_decomposition_is_sent_back_with_its_problem(
     assert plan.policy == "llm"
 
 
+async def test_a_category_in_another_case_is_the_catalog_s_without_a_retry(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    shouted = {"subtasks": [dict(task, category="Travel") for task in STEPS["subtasks"]]}
+    upstream.enqueue(reply(shouted), pick(1), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert plan.llm_calls == 4  # the decomposition and three picks: no retry
+    assert {task.category for task in plan.subtasks} == {"travel"}
+
+
 async def test_retries_are_bounded_then_the_llm_free_policy_plans(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:
