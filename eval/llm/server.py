@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import sys
 import threading
 import time
 import uuid
@@ -31,6 +33,8 @@ from llama_cpp import Llama
 from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
 from eval.llm.qwen_format import END, parse_reply, render_prompt
+
+log = logging.getLogger("eval.llm.server")
 
 
 class BadRequest(Exception):
@@ -70,6 +74,7 @@ class ChatEngine:
             "stop": [END],
         }
         response_format = body.get("response_format")
+        started = time.perf_counter()
         with self.lock:
             if _plain_json(response_format):
                 out = self._json_object(tokens, options)
@@ -77,6 +82,12 @@ class ChatEngine:
                 out = self.llm.create_completion(
                     tokens, grammar=_grammar(response_format), **options
                 )
+        log.info(
+            "%d prompt + %d completion tokens in %.1f s (%s): %r",
+            out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"],
+            time.perf_counter() - started, out["choices"][0].get("finish_reason"),
+            out["choices"][0]["text"][:300],
+        )  # fmt: skip
         return self._completion(out, [_name(tool) for tool in tools])
 
     def _json_object(self, tokens: list[int], options: dict[str, Any]) -> Any:
@@ -235,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-ctx", type=int, default=16384, help="context window in tokens")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
     Handler.engine = ChatEngine(args.model, args.n_ctx, args.threads, args.name)
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     print(f"serving {args.name} on http://{args.host}:{args.port}/v1", flush=True)
