@@ -64,6 +64,9 @@ def proxy_for(config: RunConfig, size: int, key: str) -> Iterator[str]:
             timeouts={"request": config.timeout * PROXY_SHARE, "upstream_read": config.timeout},
             orchestrate={"preload": True},
             planner=config.planner,
+            # A call's window covers writing its arguments, an LLM call: 30 s (the
+            # default) timed out a 1.5B model's argument writer on a busy machine.
+            executor={"call_timeout": config.timeout / 3, "deadline": config.timeout * 0.8},
         )
         with serve_in_thread(create_app(settings), ready_timeout=900) as url:
             yield url
@@ -137,6 +140,7 @@ def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
             for call in calls
         ],
         "answer": trace.get("answer"),
+        "gate": trace.get("gate"),
     }
 
 
