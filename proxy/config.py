@@ -251,9 +251,11 @@ class Orchestrate(_Section):
         "used here (a notice through Redis makes it sooner).",
     )
     gate: bool = Field(
-        default=True,
+        default=False,
         description="Ask the learned no-tool gate first: a request no catalog tool serves is "
-        "answered by the upstream directly, without planning (the trace says `gate: no_tool`).",
+        "answered by the upstream directly, without planning (the trace says `gate: no_tool`). "
+        "Off by default: on the built-in catalog it sends the quick start's wavelength question "
+        "and a cross product to the no-tool path (scores 0.23 and 0.21, threshold 0.37).",
     )
     keepalive: float = Field(
         default=5.0, gt=0, description="Seconds between SSE keep-alive comments while tools run."
