@@ -27,7 +27,7 @@ from tqdm import tqdm
 from eval.plan_eval import Dataset, Request, Tally, f1, score_plan
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
-from proxy.execute.llm import Message, UpstreamModel
+from proxy.llm import Message, UpstreamModel
 from proxy.plan._llm import CountedModel, prompt
 from proxy.plan.candidates import CandidateFinder, weights_from
 from proxy.plan.model import Candidate, Decision, Plan

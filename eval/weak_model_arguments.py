@@ -40,7 +40,7 @@ from proxy.config import load_settings
 from proxy.context import RequestContext
 from proxy.errors import MissingArguments, ToolError, ToolgraphError
 from proxy.execute.arguments import ArgumentWriter
-from proxy.execute.llm import UpstreamModel
+from proxy.llm import UpstreamModel
 from proxy.tools.catalog import builtin_tools, python_tools
 from proxy.tools.sandbox import Sandbox
 from proxy.upstream import ModelRouter

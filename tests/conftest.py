@@ -20,7 +20,7 @@ from eval.fake_upstream import FakeUpstream
 from proxy.app import create_app
 from proxy.config import Settings, load_settings
 from proxy.context import RequestContext
-from proxy.execute.llm import UpstreamModel
+from proxy.llm import UpstreamModel
 from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
 

@@ -13,7 +13,6 @@ human-in-the-loop step) instead of a guess.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +23,9 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy.errors import MissingArguments, ToolInputRejected, UpstreamError
-from proxy.execute.llm import ChatModel, Message
+from proxy.llm import ChatModel, Message, parse_object, quote_result
 
 PROMPT = (Path(__file__).parent / "prompts" / "write_arguments.md").read_text(encoding="utf-8")
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 class NoValidArguments(ToolInputRejected):
@@ -122,12 +120,6 @@ class ArgumentWriter:
         ]
 
 
-def quote_result(node: str, text: str) -> str:
-    """A tool's output between ``<result>`` tags that its own text cannot close."""
-    safe = text.replace("</result", "<\\/result").replace("<result", "<\\result")
-    return f'<result id="{node}">\n{safe}\n</result>'
-
-
 def validate_arguments(tool: Tool, arguments: object) -> list[str]:
     """Every problem with ``arguments`` for ``tool``: empty when they may be sent."""
     if not isinstance(arguments, dict):
@@ -149,17 +141,6 @@ def validate_arguments(tool: Tool, arguments: object) -> list[str]:
         where = ".".join(str(part) for part in error.absolute_path)
         problems.append(f"{where}: {error.message}" if where else error.message)
     return sorted(problems)
-
-
-def parse_object(text: str) -> dict[str, JsonValue] | None:
-    """The JSON object in a reply, tolerating prose or code fences around it."""
-    for candidate in (text.strip(), *(m.group(0) for m in _JSON_OBJECT.finditer(text))):
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
-            continue
-        return value if isinstance(value, dict) else None
-    return None
 
 
 def _raise_missing(

@@ -21,7 +21,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy import metrics
-from proxy.execute.llm import ChatModel
+from proxy.llm import ChatModel
 
 EVERY = "[]"
 MAX_PATHS = 400

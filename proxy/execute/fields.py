@@ -26,8 +26,8 @@ from graph_store.models import Tool
 from proxy import metrics
 from proxy.errors import ToolgraphError
 from proxy.execute.compress import field_paths, known_paths
-from proxy.execute.llm import ChatModel, Message
 from proxy.kv import KeyValue
+from proxy.llm import ChatModel, Message
 
 log = logging.getLogger(__name__)
 

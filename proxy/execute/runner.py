@@ -21,8 +21,8 @@ from proxy.errors import ToolError
 from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
-from proxy.execute.llm import ChatModel
 from proxy.execute.plan import PlanNode
+from proxy.llm import ChatModel
 
 
 class CatalogRunner:

@@ -24,11 +24,11 @@ from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.fields import FieldSelector
 from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
-from proxy.execute.llm import ChatModel
 from proxy.execute.plan import ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
 from proxy.kv import open_key_value
+from proxy.llm import ChatModel
 from proxy.tools.catalog import python_tools
 from proxy.tools.sandbox import Sandbox
 

@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import JsonValue
 
 from proxy import json_codec
-from proxy.execute.arguments import quote_result
 from proxy.execute.service import ExecutedPlan
+from proxy.llm import quote_result
 from proxy.orchestrate.conversation import EarlierCall
 
 PROMPT = (Path(__file__).parent / "prompts" / "answer.md").read_text(encoding="utf-8")

@@ -42,10 +42,10 @@ from proxy.errors import (
     ToolgraphError,
     UpstreamError,
 )
-from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
+from proxy.llm import UpstreamModel
 from proxy.orchestrate.answer import (
     KEEPALIVE,
     ChunkWriter,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from proxy.execute.llm import ChatModel, Message, ModelReply
+from proxy.llm import ChatModel, Message, ModelReply
 
 
 @dataclass(slots=True)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from proxy.execute.arguments import parse_object
-from proxy.execute.llm import ChatModel, Message, ModelReply
+from proxy.llm import ChatModel, Message, ModelReply, parse_object
 
 _PROMPTS = Path(__file__).parent / "prompts"
 

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue, ValidationError
 
-from proxy.execute.arguments import parse_object
-from proxy.execute.llm import Message
+from proxy.llm import Message, parse_object
 from proxy.plan._llm import CountedModel, PlanningFailed, prompt
 from proxy.plan.model import SubTask, subtask_problems
 

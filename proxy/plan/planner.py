@@ -18,7 +18,7 @@ from graph_store.errors import GraphStoreError
 from proxy import metrics
 from proxy.config import Planner as PlannerConfig
 from proxy.errors import ToolgraphError
-from proxy.execute.llm import ChatModel
+from proxy.llm import ChatModel
 from proxy.plan._llm import CountedModel, PlanningFailed
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.decompose import decompose

@@ -23,7 +23,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from proxy.execute.llm import Message
+from proxy.llm import Message
 from proxy.plan._llm import CountedModel, prompt
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological

@@ -19,8 +19,8 @@ from proxy.execute.fields import (
     parse_keep,
     rule_based_fields,
 )
-from proxy.execute.llm import UpstreamModel
 from proxy.kv import MemoryKeyValue, RedisKeyValue
+from proxy.llm import UpstreamModel
 
 HOTELS: JsonValue = {
     "meta": {"version": "2.3.1", "request_id": "r-77", "generated_at": "2026-11-22T03:00:00Z"},

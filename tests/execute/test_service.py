@@ -14,10 +14,10 @@ from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.invocation import make_http_client
-from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
+from proxy.llm import UpstreamModel
 from proxy.tools.catalog import builtin_tools
 from tests.tools.test_sandbox import children
 

@@ -13,9 +13,9 @@ from qdrant_client import QdrantClient
 
 from eval.fake_upstream import FakeUpstream, Script
 from proxy.config import Planner
-from proxy.execute.llm import UpstreamModel
 from proxy.execute.plan import PlanNode
 from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
+from proxy.llm import UpstreamModel
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan

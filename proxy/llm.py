@@ -1,16 +1,22 @@
-"""The executor's one question to an LLM: messages in, the assistant's text out.
+"""The proxy's one seam to an LLM: messages in, the assistant's text out.
 
-:class:`UpstreamModel` asks through the proxy's own upstream clients (relay or
-litellm, whichever the route uses), so the executor's calls are routed, timed,
-counted and keyed exactly like a client's. Field selection, argument generation and
-the planner all ask through it.
+:class:`ChatModel` is what the planner, the executor (field selection, argument
+generation, compression) and orchestrate ask; :class:`UpstreamModel` answers through
+the proxy's own upstream clients (relay or litellm, whichever the route uses), so
+these calls are routed, timed, counted and keyed exactly like a client's.
+:func:`parse_object` reads a JSON object out of a reply and :func:`quote_result`
+quotes a tool's output as data in a prompt.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from pydantic import JsonValue
 
 from proxy import json_codec
 from proxy.context import RequestContext
@@ -18,6 +24,7 @@ from proxy.errors import UpstreamError
 from proxy.upstream import Target, Upstream
 
 Message = dict[str, str]
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +75,20 @@ class UpstreamModel:
         usage = payload.get("usage") or {}
         counts = {k: v for k, v in usage.items() if isinstance(v, int)}
         return ModelReply(str(text), counts, truncated=choice.get("finish_reason") == "length")
+
+
+def parse_object(text: str) -> dict[str, JsonValue] | None:
+    """The JSON object in a reply, tolerating prose or code fences around it."""
+    for candidate in (text.strip(), *(m.group(0) for m in _JSON_OBJECT.finditer(text))):
+        try:
+            value = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        return value if isinstance(value, dict) else None
+    return None
+
+
+def quote_result(node: str, text: str) -> str:
+    """A tool's output between ``<result>`` tags that its own text cannot close."""
+    safe = text.replace("</result", "<\\/result").replace("<result", "<\\result")
+    return f'<result id="{node}">\n{safe}\n</result>'
