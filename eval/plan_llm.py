@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
-from eval.plan_eval import Dataset, Request, Tally, f1, score_plan
+from eval.plan_data import Dataset, Request, Tally, f1, score_plan
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
 from proxy.llm import Message, UpstreamModel

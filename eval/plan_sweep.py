@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.plan_eval import Dataset, evaluate, load_dataset
+from eval.plan_data import Dataset, load_dataset
+from eval.plan_eval import evaluate
 from proxy.config import Planner
 from retriever.config import RetrieverConfig
 from retriever.embedder import load_encoder

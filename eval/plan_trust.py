@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import JsonValue
 from tqdm import tqdm
 
-from eval.plan_eval import Dataset, Request, Tally, score_plan
+from eval.plan_data import Dataset, Request, Tally, score_plan
 from graph_store.edges.schema_deps import schema_edges
 from graph_store.memory import InProcessStore
 from graph_store.models import ALL_KINDS, Edge, EdgeKind, Provenance, Tool

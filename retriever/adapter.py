@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.embedder import Encoder, Vectors
+from retriever.encoder import Encoder, Vectors
 from retriever.errors import ModelNotFound
 
 #: The adapter trained for the bundled MiniLM, committed with the package.

@@ -15,35 +15,22 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
+from retriever.adapter import BUNDLED_ADAPTER, AdaptedEncoder, load_adapter
 from retriever.config import RetrieverConfig
+from retriever.encoder import Encoder as Encoder
+from retriever.encoder import Vectors as Vectors
 from retriever.errors import ModelNotFound
 
 if TYPE_CHECKING:
     import torch
 
-Vectors = npt.NDArray[np.float32]
 
 #: Longest input, in tokens; tool documents are cut here (MiniLM was trained on 256).
 MAX_TOKENS = 256
-
-
-class Encoder(Protocol):
-    """What the rest of the retriever needs of a model."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    def encode(self, texts: list[str]) -> Vectors:
-        """One row per text, normalised; one forward pass (callers batch)."""
-        ...
 
 
 def bundled_model_path() -> Path:
@@ -68,8 +55,6 @@ def load_encoder(config: RetrieverConfig) -> Encoder:
         return _loaded[key]
     adapted_key = (*key, str(adapter))
     if adapted_key not in _loaded:
-        from retriever.adapter import AdaptedEncoder, load_adapter
-
         _loaded[adapted_key] = AdaptedEncoder(_loaded[key], load_adapter(adapter))
     return _loaded[adapted_key]
 
@@ -83,8 +68,6 @@ def adapter_path(config: RetrieverConfig) -> Path | None:
         return config.adapter_path
     if config.model_path is not None or config.model_kind != "flag":
         return None
-    from retriever.adapter import BUNDLED_ADAPTER
-
     return BUNDLED_ADAPTER
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.plan_eval import Dataset, load_dataset
+from eval.plan_data import Dataset, load_dataset
 from proxy.plan.candidates import CandidateFinder
 from retriever.bulk import embed_documents
 from retriever.catalog import catalog_documents

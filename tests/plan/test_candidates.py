@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eval.plan_eval import Dataset
+from eval.plan_data import Dataset
 from graph_store.models import EdgeKind
 from proxy.plan.candidates import CandidateFinder, GraphWeights
 from proxy.plan.model import SubTask

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval.fake_upstream import FakeUpstream, Script
-from eval.plan_eval import Dataset, f1, load_dataset, mask_tool_names
+from eval.plan_data import Dataset, f1, load_dataset, mask_tool_names
 from proxy.cli import main
 
 

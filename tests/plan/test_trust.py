@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.plan_eval import Dataset
+from eval.plan_data import Dataset
 from graph_store.models import EdgeKind
 from proxy.cli import main
 from proxy.plan.candidates import CandidateFinder
