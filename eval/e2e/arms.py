@@ -29,7 +29,7 @@ from pydantic import JsonValue
 from eval.e2e.tasks import SYSTEM, Task
 from graph_store.models import Tool
 from proxy.errors import ToolError
-from proxy.execute.invocation import BUILTIN_SCHEME, PythonTools
+from proxy.tools.builtin import BUILTIN_SCHEME, PythonTools
 
 Arm = Literal["orchestrate", "all_tools", "no_tools"]
 ARMS: tuple[Arm, ...] = ("orchestrate", "all_tools", "no_tools")

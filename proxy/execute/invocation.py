@@ -3,10 +3,10 @@
 :class:`Invoker` picks the way from the tool's endpoint: ``http(s)://…`` goes through
 :class:`HttpInvoker` (one shared httpx client per catalog, under an
 :class:`~proxy.execute.egress.EgressPolicy`), ``builtin:<name>`` through
-:class:`PythonTools`. httpx's exceptions are translated to :mod:`proxy.errors` here
-and nowhere else. Credentials come from the settings and are added to the request at
-the last moment: they are never in the arguments an LLM wrote, in the output, or in
-an error message.
+:class:`~proxy.tools.builtin.PythonTools`. httpx's exceptions are translated to
+:mod:`proxy.errors` here and nowhere else. Credentials come from the settings and
+are added to the request at the last moment: they are never in the arguments an LLM
+wrote, in the output, or in an error message.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import json
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import quote, urlsplit
 
@@ -36,10 +36,10 @@ from proxy.errors import (
     redact,
 )
 from proxy.execute.egress import EgressPolicy, GuardedBackend
+from proxy.tools.builtin import BUILTIN_SCHEME, PythonTools
 
 log = logging.getLogger(__name__)
 
-BUILTIN_SCHEME = "builtin:"
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER = 5.0
@@ -51,28 +51,6 @@ class ToolInvoker(Protocol):
     async def invoke(self, tool: Tool, arguments: Mapping[str, JsonValue]) -> JsonValue:
         """Call ``tool`` with ``arguments``; raise a :class:`proxy.errors.ToolError`."""
         ...
-
-
-PythonTool = Callable[[Mapping[str, JsonValue]], Awaitable[JsonValue]]
-
-
-@dataclass
-class PythonTools:
-    """In-process tools by name: each an async function of its arguments."""
-
-    functions: dict[str, PythonTool] = field(default_factory=dict)
-
-    async def invoke(self, tool: Tool, arguments: Mapping[str, JsonValue]) -> JsonValue:
-        name = builtin_name(tool)
-        function = self.functions.get(name)
-        if function is None:
-            raise ToolError(f"no in-process tool named {name}", param=tool.name)
-        return await function(arguments)
-
-
-def builtin_name(tool: Tool) -> str:
-    url = tool.endpoint.url if tool.endpoint else ""
-    return url.removeprefix(BUILTIN_SCHEME) if url.startswith(BUILTIN_SCHEME) else tool.name
 
 
 def tool_host(tool: Tool) -> str:

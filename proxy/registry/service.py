@@ -27,8 +27,9 @@ from graph_store.ingest.openapi import parse_openapi
 from graph_store.models import Tool
 from graph_store.store import GraphStore
 from proxy.errors import Conflict, InvalidRequest, NotFound, ToolError, ToolHttpStatus
-from proxy.execute.invocation import BUILTIN_SCHEME, ToolInvoker
+from proxy.execute.invocation import ToolInvoker
 from proxy.registry.protocol import RegisterTools
+from proxy.tools.builtin import BUILTIN_SCHEME
 
 _SOURCE = Path("registry")
 _T = TypeVar("_T")

@@ -14,7 +14,7 @@ from pydantic import JsonValue
 
 from graph_store.ingest.openai_spec import parse_openai
 from graph_store.models import Endpoint, Tool
-from proxy.execute.invocation import BUILTIN_SCHEME, PythonTool, PythonTools
+from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool, PythonTools
 from proxy.tools.sandbox import Sandbox
 from proxy.tools.vectors import OPERATIONS
 

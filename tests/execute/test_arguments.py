@@ -13,11 +13,12 @@ from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor
 from proxy.errors import MissingArguments, ToolInputRejected
 from proxy.execute.arguments import ArgumentWriter, validate_arguments
-from proxy.execute.invocation import Invoker, PythonTools
+from proxy.execute.invocation import Invoker
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Outcome, Scheduler
 from proxy.llm import UpstreamModel
+from proxy.tools.builtin import PythonTools
 from proxy.tools.catalog import builtin_tools, python_tools
 from proxy.tools.sandbox import Sandbox
 

@@ -13,10 +13,11 @@ from graph_store.models import Endpoint, ParamLocation, Provenance, Tool
 from proxy.config import Executor, ToolCredential
 from proxy.errors import EgressDenied, ToolError, ToolInputRejected, ToolResponseTooLarge
 from proxy.execute.egress import EgressPolicy, is_public
-from proxy.execute.invocation import HttpInvoker, Invoker, PythonTools, make_http_client
+from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Outcome, Scheduler
+from proxy.tools.builtin import PythonTools
 from tests.conftest import free_port
 from tests.execute.tool_server import ToolServer, serve_tools
 
