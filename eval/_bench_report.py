@@ -19,8 +19,9 @@ from rich.table import Table
 
 from eval._bench_client import Samples
 
-TARGETS = ("direct", "toolgraph", "litellm")
-PROXIES = ("toolgraph", "litellm")
+#: ``baseline`` is toolgraph at another commit (``--baseline REF``), measured in the same run.
+TARGETS = ("direct", "toolgraph", "baseline", "litellm")
+PROXIES = ("toolgraph", "baseline", "litellm")
 Status = Literal["pass", "miss", "not measured"]
 
 
@@ -35,7 +36,7 @@ class CellKey:
         return "stream" if self.stream else "non-stream"
 
     def order(self) -> tuple[int, bool, int]:
-        """Concurrency, then mode, then direct, toolgraph, LiteLLM."""
+        """Concurrency, then mode, then direct, toolgraph, its baseline, LiteLLM."""
         rank = TARGETS.index(self.target) if self.target in TARGETS else len(TARGETS)
         return self.concurrency, self.stream, rank
 
@@ -204,7 +205,10 @@ def results_table(cells: Mapping[CellKey, Summary | None], title: str) -> Table:
             _ms(added[1] if added else None),
             _number(summary.first_byte_p50_ms if key.stream else None, ""),
             f"{summary.requests_per_second:.0f}",
-            end_section=key.target == TARGETS[-1],
+            end_section=key.target
+            == max(
+                (k.target for k in cells), key=lambda t: TARGETS.index(t) if t in TARGETS else 99
+            ),
         )
     return table
 
@@ -288,13 +292,15 @@ def _round(value: float | None) -> float | None:
 
 
 def plot_added(cells: Mapping[CellKey, Summary | None], path: Path, subtitle: str) -> None:
-    """Added p50 and p99 by concurrency, toolgraph against LiteLLM, one panel per mode."""
+    """Added p50 and p99 by concurrency, toolgraph against LiteLLM (and against its own
+    baseline when one was measured), one panel per mode."""
     figure = Figure(figsize=(11, 4.5), layout="constrained")
     axes = figure.subplots(1, 2, sharey=True)
     levels = sorted({key.concurrency for key in cells})
-    styles = {"toolgraph": "tab:blue", "litellm": "tab:orange"}
+    styles = {"toolgraph": "tab:blue", "baseline": "tab:gray", "litellm": "tab:orange"}
+    measured = {key.target for key in cells}
     for ax, stream in zip(axes, (False, True), strict=True):
-        for proxy in PROXIES:
+        for proxy in (p for p in PROXIES if p in measured):
             added = [added_for(cells, CellKey(c, stream, proxy)) for c in levels]
             for index, (label, line) in enumerate((("p50", "-"), ("p99", "--"))):
                 ys = [math.nan if a is None else a[index] for a in added]

@@ -194,6 +194,47 @@ def toolgraph_spec(port: int, upstream_port: int, master_key: str, data_dir: Pat
     )
 
 
+def baseline_spec(
+    port: int, upstream_port: int, master_key: str, data_dir: Path, source: Path
+) -> ServerSpec:
+    """toolgraph as it was at another commit (a checkout in ``source``), set up like
+    :func:`toolgraph_spec`; the checkout comes first on ``PYTHONPATH``, so its ``proxy``
+    package is the one imported, with this venv's dependencies."""
+    spec = toolgraph_spec(port, upstream_port, master_key, data_dir)
+    return ServerSpec(
+        name="baseline",
+        port=port,
+        argv=[sys.executable, "-m", "proxy", "serve", "--port", str(port)],
+        env=spec.env | {"PYTHONPATH": str(source)},
+        unset=(*spec.unset, "PYTHONPATH"),
+        health_path=spec.health_path,
+        ready_timeout=spec.ready_timeout,
+    )
+
+
+def baseline_checkout(root: Path, ref: str, folder: Path) -> str:
+    """``ref`` checked out (detached) in ``folder``, a git worktree of ``root``; its full commit id.
+
+    :class:`ServiceError` naming ``ref`` when git cannot resolve or check it out.
+    """
+    try:
+        commit = _git(root, "rev-parse", "--verify", f"{ref}^{{commit}}")
+        if (folder / ".git").exists():
+            _git(folder, "checkout", "--quiet", "--detach", commit)
+        else:
+            _git(root, "worktree", "add", "--quiet", "--detach", str(folder), commit)
+    except subprocess.CalledProcessError as exc:
+        raise ServiceError(f"cannot check out the baseline {ref!r}", exc.stderr or "") from exc
+    return commit
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout.strip()
+
+
 def litellm_config(upstream_port: int) -> dict[str, Any]:
     """Pass-through to the fake upstream, with work that toolgraph does not do turned off."""
     return {

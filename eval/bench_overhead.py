@@ -2,6 +2,8 @@
 
     python -m eval.bench_overhead            # the full run, about 8 minutes
     python -m eval.bench_overhead --quick    # a smoke run of about a minute
+    python -m eval.bench_overhead --baseline REF --no-litellm --label NAME
+                                             # this tree against commit REF, same run
 
 One fake OpenAI upstream (``python -m eval.fake_upstream``, which keeps no log of
 requests when run from the command line) answers every
@@ -84,6 +86,8 @@ class Plan:
     max_seconds: float
     with_litellm: bool
     quick: bool
+    baseline: str | None = None
+    label: str | None = None
     concurrency: tuple[int, ...] = CONCURRENCY
 
 
@@ -137,6 +141,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=float, help="cap on each phase of a cell (45)")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the upstream's delay (20)")
     parser.add_argument("--no-litellm", action="store_true", help="toolgraph and direct only")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also measure toolgraph at git commit REF (checked out in .bench/baseline), "
+        "interleaved with this tree in the same run",
+    )
+    parser.add_argument(
+        "--label", help="write eval/results/bench_overhead_LABEL.{json,png} instead of the default"
+    )
     return parser
 
 
@@ -149,6 +162,8 @@ def _plan(args: argparse.Namespace) -> Plan:
         max_seconds=args.max_seconds or max_seconds,
         with_litellm=not args.no_litellm,
         quick=args.quick,
+        baseline=args.baseline,
+        label=args.label,
     )
 
 
@@ -169,6 +184,15 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
             services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-data"
         ),
     ]
+    if plan.baseline is not None:
+        source = WORK / "baseline"
+        commit = services.baseline_checkout(ROOT, plan.baseline, source)
+        setup.described["baseline"] = {"ref": plan.baseline, "commit": commit, "workers": 1}
+        specs.append(
+            services.baseline_spec(
+                services.free_port(), fake_port, setup.master_key, WORK / "baseline-data", source
+            )
+        )
     litellm = _litellm_spec(plan, setup, fake_port, console)
     if litellm is not None:
         specs.append(litellm)
@@ -239,6 +263,7 @@ def measure(plan: Plan, setup: Setup, console: Console) -> dict[CellKey, Summary
         for concurrency in plan.concurrency
         for stream in (False, True)
         for target in report.TARGETS
+        if target != "baseline" or plan.baseline is not None
     ]
     cells: dict[CellKey, Summary | None] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
@@ -304,7 +329,8 @@ def write_report(
         )
     RESULTS.mkdir(parents=True, exist_ok=True)
     document = _document(plan, setup, cells, checks, notes, started)
-    json_path, png_path = RESULTS / "bench_overhead.json", RESULTS / "bench_overhead.png"
+    stem = "bench_overhead" if plan.label is None else f"bench_overhead_{plan.label}"
+    json_path, png_path = RESULTS / f"{stem}.json", RESULTS / f"{stem}.png"
     scratch = json_path.with_suffix(".json.tmp")
     scratch.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2))
     scratch.replace(json_path)
@@ -331,6 +357,7 @@ def _document(
             "max_seconds_per_phase": plan.max_seconds,
             "concurrency": list(plan.concurrency),
             "quick": plan.quick,
+            "baseline": plan.baseline,
             "request_body": orjson.loads(request_body(stream=True)),
         },
         "client": CLIENT,

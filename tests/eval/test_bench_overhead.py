@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -256,6 +257,48 @@ def test_server_specs_drop_inherited_settings_of_their_own_kind(tmp_path: Path) 
     litellm = services.litellm_spec(3, tmp_path, tmp_path / "c.yaml", "sk-new")
     assert "DATABASE_URL" not in litellm.child_env(base)
     assert litellm.describe("sk-new")["env"]["LITELLM_MASTER_KEY"] == "<per-run master key>"
+
+
+def test_the_baseline_runs_its_own_checkout_with_the_same_settings(tmp_path: Path) -> None:
+    base = {"PATH": "/bin", "PYTHONPATH": "/elsewhere", "TOOLGRAPH_X": "1"}
+    spec = services.baseline_spec(1, 2, "sk-new", tmp_path / "data", tmp_path / "old")
+    env = spec.child_env(base)
+    assert env["PYTHONPATH"] == str(tmp_path / "old")
+    assert "TOOLGRAPH_X" not in env
+    assert env["TOOLGRAPH_UPSTREAM_BASE_URL"] == "http://127.0.0.1:2/v1"
+    assert spec.argv[1:4] == ["-m", "proxy", "serve"]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_the_baseline_checkout_is_the_named_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    for text in ("before", "after"):
+        (repo / "version.txt").write_text(text)
+        _git(repo, "add", ".")
+        _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", text)
+    folder = tmp_path / "baseline"
+    commit = services.baseline_checkout(repo, "HEAD~1", folder)
+    assert (folder / "version.txt").read_text() == "before"
+    assert services.baseline_checkout(repo, "HEAD", folder) != commit
+    assert (folder / "version.txt").read_text() == "after"
+    with pytest.raises(services.ServiceError, match="no-such-ref"):
+        services.baseline_checkout(repo, "no-such-ref", folder)
+    assert (folder / "version.txt").read_text() == "after"
+
+
+def test_the_baseline_sits_between_toolgraph_and_litellm() -> None:
+    keys = [CellKey(1, False, t) for t in ("litellm", "baseline", "toolgraph", "direct")]
+    assert [k.target for k in sorted(keys, key=CellKey.order)] == [
+        "direct",
+        "toolgraph",
+        "baseline",
+        "litellm",
+    ]
 
 
 def test_litellm_routes_the_same_model_name_to_the_fake_upstream() -> None:
