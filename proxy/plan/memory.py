@@ -1,7 +1,10 @@
 """Long-term memory: successful ``(sub-task text, tool path)`` pairs in Qdrant.
 
 A path is written only once the executor reports that the plan ran successfully
-(:meth:`PlanMemory.remember` takes the run and checks it); the ``k`` most similar
+(:meth:`PlanMemory.remember` takes the run and checks it); the run is anything
+shaped like a :class:`RunResult` (the executor's ``PlanRun`` is), so the planner
+never imports the executor's scheduler: the engine's arrow runs one way, from the
+planner to the plan the executor runs. The ``k`` most similar
 past sub-tasks are shown to the model as examples when it picks tools.
 Short-term memory (the current path with the reason of every move) lives in
 :class:`proxy.plan.search.Walk`.
@@ -18,10 +21,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from qdrant_client import QdrantClient, models
 
-from proxy.execute.scheduler import PlanRun
 from proxy.masking import mask_secrets
 from proxy.plan.model import Plan, topological
 from retriever.embedder import Vectors
@@ -30,6 +33,20 @@ from retriever.qdrant_store import ensure_collection, probe
 
 _NAMESPACE = uuid.UUID("5b0d5c1e-9d8f-4a0c-9a57-3c1b2f6e7a10")
 _SCOPE = "client"  # the payload field with the hash of the client's key
+
+
+class RunResult(Protocol):
+    """What the memory needs of a plan's run: whether it went well, and its calls."""
+
+    @property
+    def ok(self) -> bool:
+        """Whether every call of the run succeeded."""
+        ...
+
+    @property
+    def records(self) -> Mapping[str, object]:
+        """One record per call that ran (or should have), by plan node id."""
+        ...
 
 
 class PlanMemory:
@@ -48,7 +65,7 @@ class PlanMemory:
         self._client.call(self._create)
 
     async def remember(
-        self, plan: Plan, run: PlanRun, vectors: Mapping[str, Vectors], scope: str
+        self, plan: Plan, run: RunResult, vectors: Mapping[str, Vectors], scope: str
     ) -> int:
         """Store each sub-task's path for the client ``scope`` (a hash of its key) if
         the whole run succeeded; how many were stored."""

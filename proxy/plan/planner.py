@@ -6,6 +6,12 @@ answers unusable after the retries) degrades to the LLM-free policy over the
 sub-tasks obtained so far, or over the conversation as one sub-task, and the reason
 is kept in ``plan.notes`` for the trace. The long-term memory is read only for the
 client ``scope`` names (a hash of its key); without one it is not read.
+
+The event loop never waits on a store: the graph store and the index are
+synchronous (Neo4j answers over the network), so every stretch of work between two
+model calls that reads them runs as one hop to a worker thread (the categories, each
+step's candidate list, the LLM-free policy as a whole), and the plan memory runs on
+its Qdrant client's own thread.
 """
 
 from __future__ import annotations
@@ -66,7 +72,7 @@ class RequestPlanner:
             return await self._without_llm([_whole(conversation)], [why])
         counted = CountedModel(model)
         try:
-            categories = [c.name for c in self.finder.store.categories()]
+            categories = await asyncio.to_thread(self._categories)
             with metrics.STAGE_LATENCY.labels("decompose").time():
                 found = await decompose(
                     counted, conversation, categories, self.config.decompose_retries
@@ -122,12 +128,19 @@ class RequestPlanner:
 
     async def _without_llm(self, subtasks: Sequence[SubTask], notes: list[str]) -> Plan:
         with metrics.STAGE_LATENCY.labels("select").time():
-            vectors = await asyncio.to_thread(embed_subtasks, self.encoder, subtasks)
-            plan = plan_without_llm(
-                self.finder, subtasks, vectors, self.config.top_k, beam=self.config.beam
-            )
+            plan = await asyncio.to_thread(self._plan_without_llm, subtasks)
         plan.notes += notes
         return plan
+
+    def _plan_without_llm(self, subtasks: Sequence[SubTask]) -> Plan:
+        """The LLM-free policy, embedding included (in a worker thread: one hop)."""
+        vectors = embed_subtasks(self.encoder, subtasks)
+        return plan_without_llm(
+            self.finder, subtasks, vectors, self.config.top_k, beam=self.config.beam
+        )
+
+    def _categories(self) -> list[str]:
+        return [c.name for c in self.finder.store.categories()]
 
     async def _examples(
         self, plan: Plan, vectors: Mapping[str, Vectors], scope: str | None

@@ -14,10 +14,15 @@ excluded and the walk resumes there with the reason in context; *failure* names
 noisy start tools: they are excluded everywhere and the walk starts again. Bounded
 rounds. Short-term memory (the path so far with the reason of every move) and the
 long-term examples go into every prompt.
+
+The walk reads the graph store and the index (synchronous; Neo4j over the network)
+between two questions to the model: each step's reading (the candidates and their
+descriptions) is one hop to a worker thread, so the event loop never waits on it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -68,10 +73,12 @@ class DepthFirstSearch:
         while i < len(order):
             task = order[i]
             if walk.budget <= 0:
-                self._fill_without_llm(walk, order[i:], vectors)
+                await asyncio.to_thread(self._fill_without_llm, walk, order[i:], vectors)
                 return
-            candidates = self._candidates(walk, task, vectors[task.id])
-            pick, reason = await self._ask(request, walk, task, candidates)
+            candidates, descriptions = await asyncio.to_thread(
+                self._shown, walk, task, vectors[task.id]
+            )
+            pick, reason = await self._ask(request, walk, task, candidates, descriptions)
             walk.budget -= 1
             if pick is not None:
                 walk.plan.choices[task.id] = pick.tool
@@ -99,6 +106,18 @@ class DepthFirstSearch:
             walk.budget -= 1
             i = back
 
+    def _shown(
+        self, walk: Walk, task: SubTask, vector: Vectors
+    ) -> tuple[list[Candidate], dict[str, str]]:
+        """The candidates offered for ``task`` and their descriptions by tool id
+        (store reads: called in a worker thread)."""
+        candidates = self._candidates(walk, task, vector)
+        descriptions = {}
+        for c in candidates:
+            tool = self.finder.store.get_tool(c.tool_id)
+            descriptions[c.tool_id] = tool.description[:300] if tool else ""
+        return candidates, descriptions
+
     def _candidates(self, walk: Walk, task: SubTask, vector: Vectors) -> list[Candidate]:
         banned = walk.noise | walk.excluded.get(task.id, set())
         after = chosen_tool_ids(walk.plan, self.finder, task)
@@ -113,13 +132,19 @@ class DepthFirstSearch:
         return [c for c in found if c.tool not in banned][: self.k]
 
     async def _ask(
-        self, request: str, walk: Walk, task: SubTask, candidates: Sequence[Candidate]
+        self,
+        request: str,
+        walk: Walk,
+        task: SubTask,
+        candidates: Sequence[Candidate],
+        descriptions: Mapping[str, str],
     ) -> tuple[Candidate | None, str]:
         if not candidates:
             return None, "no candidate left"
+        context = self._context(request, walk, task, candidates, descriptions)
         messages: list[Message] = [
             {"role": "system", "content": prompt("pick")},
-            {"role": "user", "content": self._context(request, walk, task, candidates)},
+            {"role": "user", "content": context},
         ]
         data = await self.model.ask_object(messages, max_tokens=200)
         choice = data.get("choice") if data else None
@@ -132,7 +157,12 @@ class DepthFirstSearch:
         return None, "the model's answer named no listed tool: treated as none fits"
 
     def _context(
-        self, request: str, walk: Walk, task: SubTask, candidates: Sequence[Candidate]
+        self,
+        request: str,
+        walk: Walk,
+        task: SubTask,
+        candidates: Sequence[Candidate],
+        descriptions: Mapping[str, str],
     ) -> str:
         lines = [f"<request>\n{request}\n</request>", "", "Path so far (short-term memory):"]
         for decision in walk.plan.decisions:
@@ -145,10 +175,8 @@ class DepthFirstSearch:
             lines.append(f"A past success: {json.dumps(text)} was done with {' -> '.join(path)}")
         lines += ["", f"Step {task.id}: {task.text}", "", "Tools:"]
         for number, c in enumerate(candidates, 1):
-            tool = self.finder.store.get_tool(c.tool_id)
-            description = tool.description[:300] if tool else ""
             how = f" [{c.edge.value} from the earlier tool]" if c.edge is not None else ""
-            lines.append(f"{number}. {c.tool}{how}: {description}")
+            lines.append(f"{number}. {c.tool}{how}: {descriptions[c.tool_id]}")
         lines.append("0. none of these fits")
         return "\n".join(lines)
 
