@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from eval.fake_upstream import FakeUpstream
-from eval.plan_eval import Dataset
+from eval.plan_data import Dataset
 from graph_store.memory import InProcessStore
 from graph_store.store import GraphStore
 from proxy.config import Planner
-from proxy.execute.llm import UpstreamModel
+from proxy.llm import UpstreamModel
 from proxy.plan.candidates import CandidateFinder, GraphMode
 from proxy.plan.model import SubTask
 from proxy.plan.planner import RequestPlanner
