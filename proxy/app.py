@@ -20,7 +20,7 @@ from graph_store.store import open_store
 from proxy import health, metrics, models_router
 from proxy.auth import authenticate
 from proxy.chat.router import routes as chat_routes
-from proxy.chat.service import ChatService, Upstreams
+from proxy.chat.service import ChatService
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.execute.service import ToolExecutor
@@ -34,7 +34,7 @@ from proxy.registry import router as registry_router
 from proxy.registry.service import ToolRegistry
 from proxy.responses import error_response
 from proxy.select.service import SelectService
-from proxy.upstream import ModelRouter
+from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
 from proxy.upstream.translated import LiteLLMUpstream, load_litellm
 

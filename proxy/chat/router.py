@@ -16,13 +16,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from proxy.auth import authenticate
-from proxy.chat.body import ON_LOOP_BYTES, decode_json, read_body
-from proxy.chat.protocol import ChatCompletionRequest, parse_request
 from proxy.chat.service import ChatService
 from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.orchestrate.router import orchestrate
+from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
+from proxy.protocol.chat import ChatCompletionRequest, parse_request
 from proxy.streaming import EventStreamResponse
 
 
@@ -35,7 +35,7 @@ async def create_chat_completion(request: Request) -> Response:
     mode = request.headers.get("x-toolgraph-mode")
     if len(raw) <= ON_LOOP_BYTES:
         body, chat_request = parse_body(raw, mode, limits)
-    else:  # in pieces, off the loop: see proxy.chat.body
+    else:  # in pieces, off the loop: see proxy.protocol.body
         body, chat_request = await asyncio.to_thread(parse_body, raw, mode, limits, batched=True)
     if service.mode_of(chat_request) == "orchestrate":
         return await orchestrate(request, chat_request, body, raw, context)

@@ -5,30 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 from proxy import metrics
-from proxy.chat.protocol import ChatCompletionRequest
 from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError, UpstreamTimeout
+from proxy.protocol.chat import ChatCompletionRequest
 from proxy.select.service import SelectService
-from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstream
+from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstreams, within
 
 log = logging.getLogger(__name__)
 
 Mode = Literal["passthrough", "select", "orchestrate"]
-
-
-@dataclass(frozen=True, slots=True)
-class Upstreams:
-    relay: Upstream
-    litellm: Upstream
-
-    def for_target(self, target: Target) -> Upstream:
-        return self.relay if target.via == "relay" else self.litellm
 
 
 class ChatService:
@@ -148,13 +138,3 @@ class ChatService:
 
 def _has_tool_results(request: ChatCompletionRequest) -> bool:
     return any(message.role in ("tool", "function") for message in request.messages)
-
-
-@asynccontextmanager
-async def within(seconds: float) -> AsyncIterator[None]:
-    """The body of the ``async with`` in ``seconds``, else :class:`UpstreamTimeout`."""
-    try:
-        async with asyncio.timeout(seconds):
-            yield
-    except TimeoutError:
-        raise UpstreamTimeout("the request exceeded its time limit (timeouts.request)") from None

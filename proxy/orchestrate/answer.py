@@ -15,10 +15,19 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from proxy import json_codec
 from proxy.execute.service import ExecutedPlan
 from proxy.llm import quote_result
 from proxy.orchestrate.conversation import EarlierCall
+from proxy.protocol.base import dump_json, unset
+from proxy.protocol.chat import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionMessage,
+    Choice,
+    ChoiceDelta,
+    ChunkChoice,
+    CompletionUsage,
+)
 
 PROMPT = (Path(__file__).parent / "prompts" / "answer.md").read_text(encoding="utf-8")
 DONE = b"data: [DONE]\n\n"
@@ -67,23 +76,23 @@ def answer_body(body: Mapping[str, Any], model: str, messages: list[JsonValue]) 
 
 def completion(
     completion_id: str, created: int, model: str, content: str, usage: Mapping[str, int]
-) -> dict[str, Any]:
+) -> ChatCompletion:
     """A whole ``chat.completion`` toolgraph writes itself (a question to the user)."""
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": dict(usage),
-    }
+    message = ChatCompletionMessage(role="assistant", content=content, refusal=None)
+    return ChatCompletion(
+        id=completion_id,
+        object="chat.completion",
+        created=created,
+        model=model,
+        choices=[Choice(index=0, message=message, logprobs=None, finish_reason="stop")],
+        usage=CompletionUsage.model_validate(usage),
+    )
+
+
+def with_usage(answer: ChatCompletion, usage: Mapping[str, int]) -> ChatCompletion:
+    """The upstream's answer with the request's ``usage`` (every call of it) instead."""
+    answer.usage = CompletionUsage.model_validate(usage)
+    return answer
 
 
 class ChunkWriter:
@@ -96,59 +105,54 @@ class ChunkWriter:
         self.include_usage = include_usage
         self._role_sent = False
 
-    def delta(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+    def delta(self, delta: ChoiceDelta, finish_reason: str | None = None) -> bytes:
         if not self._role_sent:
-            delta = {"role": "assistant", **delta}
+            delta.role = "assistant"
             self._role_sent = True
-        chunk: dict[str, Any] = {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
-        }
-        if self.include_usage:
-            chunk["usage"] = None
-        return event(chunk)
+        choice = ChunkChoice(index=0, delta=delta, logprobs=None, finish_reason=finish_reason)
+        return self._event(self._chunk([choice]))
 
     def progress(self, text: str) -> bytes:
-        return self.delta({"content": None, "reasoning_content": text})
+        return self.delta(ChoiceDelta(content=None, reasoning_content=text))
 
     def end(self, usage: Mapping[str, int]) -> Iterator[bytes]:
         if self.include_usage:
-            yield event(
-                {
-                    "id": self.id,
-                    "object": "chat.completion.chunk",
-                    "created": self.created,
-                    "model": self.model,
-                    "choices": [],
-                    "usage": dict(usage),
-                }
-            )
+            chunk = self._chunk([])
+            chunk.usage = CompletionUsage.model_validate(usage)
+            yield event(chunk)
         yield DONE
 
-    def upstream_chunk(self, chunk: dict[str, Any]) -> bytes:
+    def upstream_chunk(self, chunk: ChatCompletionChunk) -> bytes:
         """An answer chunk from the upstream, under this stream's id; usage goes last."""
-        chunk["id"] = self.id
+        chunk.id = self.id
         if self._role_sent:
-            for choice in chunk.get("choices") or ():
-                delta = choice.get("delta")
-                if isinstance(delta, dict) and delta.get("role") == "assistant":
-                    del delta["role"]
+            for choice in chunk.choices:
+                if choice.delta.role == "assistant":
+                    unset(choice.delta, "role")
         else:
             self._role_sent = True
+        return self._event(chunk)
+
+    def _chunk(self, choices: list[ChunkChoice]) -> ChatCompletionChunk:
+        return ChatCompletionChunk(
+            id=self.id,
+            object="chat.completion.chunk",
+            created=self.created,
+            model=self.model,
+            choices=choices,
+        )
+
+    def _event(self, chunk: ChatCompletionChunk) -> bytes:
+        # With usage asked for, every chunk but the last says ``"usage": null``.
         if self.include_usage:
-            chunk["usage"] = None
+            chunk.usage = None
         else:
-            chunk.pop("usage", None)
+            unset(chunk, "usage")
         return event(chunk)
 
 
-def event(payload: Mapping[str, Any]) -> bytes:
-    return b"data: " + json_codec.dumps(payload) + b"\n\n"
+def event(chunk: ChatCompletionChunk) -> bytes:
+    return b"data: " + dump_json(chunk) + b"\n\n"
 
 
 def data_fields(events: bytes) -> Iterator[bytes]:

@@ -9,12 +9,12 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from proxy.auth import authenticate
-from proxy.chat.protocol import ChatCompletionRequest
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import NotFound
 from proxy.orchestrate.idempotency import HEADER, REPLAYED, Stored
 from proxy.orchestrate.service import Orchestrator
+from proxy.protocol.chat import ChatCompletionRequest
 from proxy.streaming import EventStreamResponse
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")

@@ -31,8 +31,6 @@ from typing import Any
 from pydantic import JsonValue
 
 from proxy import json_codec, metrics
-from proxy.chat.protocol import ChatCompletionRequest
-from proxy.chat.service import Upstreams, within
 from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import (
@@ -40,7 +38,6 @@ from proxy.errors import (
     InvalidRequest,
     StoreUnavailable,
     ToolgraphError,
-    UpstreamError,
 )
 from proxy.execute.plan import ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
@@ -53,6 +50,7 @@ from proxy.orchestrate.answer import (
     answer_messages,
     completion,
     data_fields,
+    with_usage,
 )
 from proxy.orchestrate.catalog import Catalog, CatalogService
 from proxy.orchestrate.conversation import ConversationResults, EarlierCall
@@ -61,7 +59,9 @@ from proxy.orchestrate.records import LostRecords, Stores
 from proxy.orchestrate.traces import TraceStore, call_traces
 from proxy.orchestrate.usage import MeteredModel, Usage
 from proxy.plan.model import Plan
-from proxy.upstream import ModelRouter, Reply, Target, Upstream
+from proxy.protocol.base import dump_json
+from proxy.protocol.chat import ChatCompletionRequest, ChoiceDelta, read_chunk, read_completion
+from proxy.upstream import ModelRouter, Reply, Target, Upstream, Upstreams, within
 from retriever.conversation import conversation_query, message_text
 
 log = logging.getLogger(__name__)
@@ -221,24 +221,22 @@ class Orchestrator:
     async def _complete(self, turn: Turn) -> Reply:
         prepared = await self._prepare(turn, _silent)
         if prepared.question:
-            payload = completion(
+            answer = completion(
                 turn.completion_id,
                 turn.created,
                 turn.request.model,
                 prepared.question,
                 turn.usage.as_openai(),
             )
-            text = prepared.question
         else:
             with turn.stage("answer"):
                 reply = await turn.upstream.complete(turn.target, prepared.body, None, turn.context)
-            payload = _completion_payload(reply.content)
-            turn.usage.add(payload.get("usage"))
-            payload["usage"] = turn.usage.as_openai()
-            text = _message_content(payload)
+            answer = read_completion(reply.content)
+            turn.usage.add(answer.usage.model_dump() if answer.usage else None)
+            answer = with_usage(answer, turn.usage.as_openai())
         turn.trace["answer"] = {"kind": "question" if prepared.question else "answer"}
-        await self._after_answer(turn, prepared, text)
-        return Reply(json_codec.dumps(payload), turn.headers)
+        await self._after_answer(turn, prepared, answer.text())
+        return Reply(dump_json(answer), turn.headers)
 
     # --- streamed -------------------------------------------------------------------
 
@@ -289,8 +287,8 @@ class Orchestrator:
                 prepared = work.result()
                 if prepared.question:
                     turn.trace["answer"] = {"kind": "question"}
-                    yield writer.delta({"content": prepared.question})
-                    yield writer.delta({}, "stop")
+                    yield writer.delta(ChoiceDelta(content=prepared.question))
+                    yield writer.delta(ChoiceDelta(), "stop")
                     await self._after_answer(turn, prepared, prepared.question)
                 else:
                     text: list[str] = []
@@ -355,8 +353,9 @@ class Orchestrator:
                     turn.usage.add(chunk.get("usage"))
                     if not chunk.get("choices"):
                         continue
-                    text.append(_delta_content(chunk))
-                    yield writer.upstream_chunk(chunk)
+                    typed = read_chunk(chunk)
+                    text.append(typed.text())
+                    yield writer.upstream_chunk(typed)
         finally:
             await stream.aclose()
 
@@ -562,29 +561,3 @@ def _client_scope(key: str | None) -> str:
 
 def _silent(text: str) -> None:
     pass
-
-
-def _completion_payload(content: bytes) -> dict[str, Any]:
-    try:
-        payload = json_codec.loads(content)
-    except json_codec.DecodeError:
-        payload = None
-    if not isinstance(payload, dict) or not isinstance(payload.get("choices"), list):
-        raise UpstreamError("the upstream's answer was not a chat completion")
-    return payload
-
-
-def _message_content(payload: dict[str, Any]) -> str:
-    try:
-        content = payload["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        return ""
-    return content if isinstance(content, str) else ""
-
-
-def _delta_content(chunk: dict[str, Any]) -> str:
-    for choice in chunk.get("choices") or ():
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-            return str(delta["content"])
-    return ""

@@ -7,10 +7,10 @@ import hmac
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 
-from proxy.chat.body import decode_body, read_body
-from proxy.chat.protocol import format_param
 from proxy.config import Limits
 from proxy.errors import AuthenticationFailed, Forbidden, InvalidRequest
+from proxy.protocol.base import format_param
+from proxy.protocol.body import decode_body, read_body
 from proxy.registry.protocol import RegisterTools, tool_summary
 from proxy.registry.service import ToolRegistry
 from proxy.responses import JSONResponse

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio import Redis
 
 from proxy import metrics
-from proxy.chat.protocol import ChatCompletionRequest
 from proxy.errors import InvalidRequest, ToolgraphError
+from proxy.protocol.chat import ChatCompletionRequest
 from retriever.config import RetrieverConfig
 from retriever.errors import InvalidTools, ModelNotFound
 

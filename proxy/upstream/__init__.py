@@ -1,6 +1,6 @@
 """Talking to the LLM upstream: routing a model name, relaying or translating the call."""
 
-from proxy.upstream.base import EventStream, Reply, Upstream
+from proxy.upstream.base import EventStream, Reply, Upstream, Upstreams, within
 from proxy.upstream.routing import ModelRouter, Target
 
-__all__ = ["EventStream", "ModelRouter", "Reply", "Target", "Upstream"]
+__all__ = ["EventStream", "ModelRouter", "Reply", "Target", "Upstream", "Upstreams", "within"]

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from proxy import metrics
 from proxy.context import RequestContext
+from proxy.errors import UpstreamTimeout
 from proxy.upstream.routing import Target
 
 log = logging.getLogger(__name__)
@@ -55,6 +58,27 @@ class Upstream(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Upstreams:
+    """The two ways to an upstream: bytes relayed as they are, or litellm's translation."""
+
+    relay: Upstream
+    litellm: Upstream
+
+    def for_target(self, target: Target) -> Upstream:
+        return self.relay if target.via == "relay" else self.litellm
+
+
+@asynccontextmanager
+async def within(seconds: float) -> AsyncIterator[None]:
+    """The body of the ``async with`` in ``seconds``, else :class:`UpstreamTimeout`."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise UpstreamTimeout("the request exceeded its time limit (timeouts.request)") from None
 
 
 def observe_wait(model: str, started: float, context: RequestContext, outcome: str) -> None:

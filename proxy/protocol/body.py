@@ -2,7 +2,7 @@
 
 A body up to :data:`ON_LOOP_BYTES` is decoded in one ``json_codec.loads`` on the event
 loop: at most a couple of thousand values, about a millisecond. A larger one is
-decoded in pieces (:mod:`proxy.chat._chunked_json`) by a caller that has moved to a
+decoded in pieces (:mod:`proxy.protocol._chunked_json`) by a caller that has moved to a
 worker thread, so that no request holds the loop for long, whatever its shape.
 
 Nesting is bounded (``limits.max_json_depth``) because a body toolgraph changes is
@@ -19,10 +19,10 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 
 from proxy import json_codec
-from proxy.chat._chunked_json import CHUNK_BYTES, ShapeError, TooDeep, TooManyItems
-from proxy.chat._chunked_json import loads_in_chunks as _loads_in_chunks
 from proxy.config import Limits
 from proxy.errors import ClientClosedRequest, InvalidRequest, RequestTooLarge
+from proxy.protocol._chunked_json import CHUNK_BYTES, ShapeError, TooDeep, TooManyItems
+from proxy.protocol._chunked_json import loads_in_chunks as _loads_in_chunks
 
 ON_LOOP_BYTES = CHUNK_BYTES
 
