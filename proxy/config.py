@@ -264,7 +264,8 @@ class Orchestrate(_Section):
     max_traces: int = Field(
         default=1000,
         gt=0,
-        description="Traces kept in process when there is no Redis (the oldest goes first).",
+        description="Traces kept, in process or in Redis (the oldest goes first); one trace "
+        "over 4 MiB is not kept.",
     )
     idempotency_ttl: int = Field(
         default=24 * 3600, gt=0, description="Seconds an `Idempotency-Key` and its answer are kept."
@@ -272,8 +273,8 @@ class Orchestrate(_Section):
     max_idempotency_keys: int = Field(
         default=10_000,
         gt=0,
-        description="`Idempotency-Key`s kept in process when there is no Redis; when all are "
-        "within their TTL a new key is refused (503 `idempotency_keys_full`), none forgotten.",
+        description="`Idempotency-Key`s kept, in process or in Redis; when all are within their "
+        "TTL a new key is refused (503 `idempotency_keys_full`), none forgotten.",
     )
     conversation_ttl: int = Field(
         default=24 * 3600,
@@ -283,8 +284,8 @@ class Orchestrate(_Section):
     max_conversations: int = Field(
         default=1000,
         gt=0,
-        description="Answered turns whose tool results are kept in process when there is no "
-        "Redis (the oldest goes first).",
+        description="Answered turns whose tool results are kept, in process or in Redis (the "
+        "oldest goes first).",
     )
     max_reused_results: int = Field(
         default=16, ge=0, le=256, description="Earlier tool results a follow-up may reuse."

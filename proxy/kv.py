@@ -1,21 +1,37 @@
 """Small records kept for a while: traces, idempotency keys, conversation results,
 the field lists of tool responses.
 
-Redis when configured (shared by every worker and replica), else a bounded
-in-process map with the same expiry rules. Values are bytes; callers encode.
-Each use opens a store of its own, with its own bound, so one kind of record
-never pushes out another.
+Redis when configured (shared by every worker and replica), else an in-process
+map. Values are bytes; callers encode. Each use opens a store of its own with its
+own :class:`Bound` (a name, how many entries, how large one value) and passes its
+own TTL with every write, so one kind of record never pushes out another:
+
+* traces: ``orchestrate.max_traces`` entries, the oldest goes; ``TRACE_BYTES``
+  (``proxy/orchestrate/records.py``); ``orchestrate.trace_ttl``;
+* turn results: ``orchestrate.max_conversations``, the oldest goes;
+  ``RESULT_BYTES``; ``orchestrate.conversation_ttl``;
+* idempotency keys: ``orchestrate.max_idempotency_keys``, a new key refused while
+  all are live; ``ANSWER_BYTES``; ``orchestrate.idempotency_ttl``;
+* field lists: ``FIELD_LISTS`` (``proxy/execute/service.py``), the oldest goes;
+  7 days, 10 minutes for "no list" (``proxy/execute/fields.py``).
 
 The contract both backends keep (``tests/proxy/test_kv.py`` runs one suite over
-both): an entry lives until its TTL, ``add`` stores only into an empty key, and
-failures are toolgraph's own errors:
+both): an entry lives until its TTL; ``add`` stores only into an empty key; a use
+holds at most ``max_items`` live entries, past which the least recently written
+one goes (``evict=True``: caches, traces) or a new key is refused (``evict=False``:
+a store of promises, idempotency keys, refuses new ones rather than break old
+ones); no value is larger than ``max_value_bytes``; and failures are toolgraph's
+own errors:
 
 * :class:`~proxy.errors.StoreUnavailable` when Redis cannot be reached (its
   ``RedisError`` is translated here, where it enters);
-* :class:`~proxy.errors.StoreFull` from a ``MemoryKeyValue(evict=False)`` with no
-  room for a new key: a store of promises (idempotency keys) refuses new ones
-  rather than break old ones. With ``evict=True`` (caches, traces) the least
-  recently written entry goes instead.
+* :class:`~proxy.errors.StoreFull` for a value over the bound, or a new key
+  refused by a full ``evict=False`` store.
+
+In Redis a use's entries are counted in a sorted set beside them
+(``toolgraph:~NAME``: its keys in order of writing) that one Lua script per write
+keeps in step, so every worker and replica shares the one bound. In both backends
+an entry that expired leaves the count when room is made, from the oldest write on.
 """
 
 from __future__ import annotations
@@ -23,6 +39,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from redis.asyncio import Redis
@@ -32,6 +49,16 @@ from proxy.errors import StoreFull, StoreUnavailable
 
 PREFIX = "toolgraph:"
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """How much one use of the store may hold."""
+
+    name: str  # the use, unique per app (Redis counts its entries under it)
+    max_items: int  # live entries
+    max_value_bytes: int  # one value
+    evict: bool = True  # full: drop the oldest write (True) or refuse a new key (False)
 
 
 class KeyValue(Protocol):
@@ -47,12 +74,10 @@ class KeyValue(Protocol):
 
 
 class MemoryKeyValue:
-    """At most ``max_items`` live entries; past that, the least recently written one
-    goes (``evict=True``) or a new key is refused with ``StoreFull``."""
+    """In process, within ``bound``."""
 
-    def __init__(self, max_items: int, *, evict: bool = True) -> None:
-        self._max_items = max_items
-        self._evict = evict
+    def __init__(self, bound: Bound) -> None:
+        self.bound = bound
         self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -69,6 +94,7 @@ class MemoryKeyValue:
         return value
 
     async def put(self, key: str, value: bytes, ttl: int) -> None:
+        _check_size(self.bound, value)
         if key not in self._items:
             self._make_room()
         self._items.pop(key, None)
@@ -88,30 +114,80 @@ class MemoryKeyValue:
         now = time.monotonic()
         while self._items and next(iter(self._items.values()))[0] <= now:
             self._items.popitem(last=False)
-        if len(self._items) < self._max_items:
+        if len(self._items) < self.bound.max_items:
             return
-        if not self._evict:
-            raise StoreFull(f"{self._max_items} entries kept, none expired yet")
-        while len(self._items) >= self._max_items:
+        if not self.bound.evict:
+            raise StoreFull(_full(self.bound))
+        while len(self._items) >= self.bound.max_items:
             self._items.popitem(last=False)
 
 
+#: One write of a bounded use, atomic: KEYS = the entry, the use's index (its keys
+#: in order of writing), the use's write counter (that order: no clock involved);
+#: ARGV = value, ttl, max_items, evict, only_if_empty, the key as the index names
+#: it, the key prefix. Returns 1 stored, 0 the key was taken (only_if_empty), -1
+#: full (evict off).
+_WRITE = """
+local entry, index, clock = KEYS[1], KEYS[2], KEYS[3]
+local value, ttl, most = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local evict, only_if_empty, member, prefix = ARGV[4] == '1', ARGV[5] == '1', ARGV[6], ARGV[7]
+if only_if_empty and redis.call('EXISTS', entry) == 1 then return 0 end
+if not redis.call('ZSCORE', index, member) then
+  while true do
+    local oldest = redis.call('ZRANGE', index, 0, 0)[1]
+    if not oldest or redis.call('EXISTS', prefix .. oldest) == 1 then break end
+    redis.call('ZREM', index, oldest)
+  end
+  local held = redis.call('ZCARD', index)
+  if held >= most then
+    if not evict then return -1 end
+    local gone = redis.call('ZPOPMIN', index, held - most + 1)
+    for i = 1, #gone, 2 do redis.call('DEL', prefix .. gone[i]) end
+  end
+end
+redis.call('SET', entry, value, 'EX', ttl)
+redis.call('ZADD', index, redis.call('INCR', clock), member)
+return 1
+"""
+
+
 class RedisKeyValue:
-    def __init__(self, redis: Redis) -> None:
+    """In Redis, within ``bound`` (counted across every process sharing the server)."""
+
+    def __init__(self, redis: Redis, bound: Bound) -> None:
         self._redis = redis
+        self.bound = bound
+        self._index = f"{PREFIX}~{bound.name}"
+        self._write = redis.register_script(_WRITE)
 
     async def get(self, key: str) -> bytes | None:
         value = await _reached(self._redis.get(PREFIX + key))
         return value.encode() if isinstance(value, str) else value
 
     async def put(self, key: str, value: bytes, ttl: int) -> None:
-        await _reached(self._redis.set(PREFIX + key, value, ex=ttl))
+        await self._store(key, value, ttl, only_if_empty=False)
 
     async def add(self, key: str, value: bytes, ttl: int) -> bool:
-        return bool(await _reached(self._redis.set(PREFIX + key, value, ex=ttl, nx=True)))
+        return await self._store(key, value, ttl, only_if_empty=True)
 
     async def delete(self, key: str) -> None:
-        await _reached(self._redis.delete(PREFIX + key))
+        async with self._redis.pipeline(transaction=True) as both:
+            both.delete(PREFIX + key)
+            both.zrem(self._index, key)
+            await _reached(both.execute())
+
+    async def _store(self, key: str, value: bytes, ttl: int, *, only_if_empty: bool) -> bool:
+        _check_size(self.bound, value)
+        flags = [int(self.bound.evict), int(only_if_empty)]
+        done = await _reached(
+            self._write(
+                keys=[PREFIX + key, self._index, self._index + ":clock"],
+                args=[value, ttl, self.bound.max_items, *flags, key, PREFIX],
+            )
+        )
+        if done == -1:
+            raise StoreFull(_full(self.bound))
+        return bool(done == 1)
 
 
 async def _reached(command: Awaitable[T]) -> T:
@@ -123,6 +199,18 @@ async def _reached(command: Awaitable[T]) -> T:
         raise StoreUnavailable(f"Redis cannot be reached ({type(exc).__name__})") from None
 
 
-def open_key_value(redis: Redis | None, max_items: int, *, evict: bool = True) -> KeyValue:
-    """Redis when there is one, else an in-process store of ``max_items``."""
-    return RedisKeyValue(redis) if redis is not None else MemoryKeyValue(max_items, evict=evict)
+def _check_size(bound: Bound, value: bytes) -> None:
+    if len(value) > bound.max_value_bytes:
+        raise StoreFull(
+            f"a {bound.name} value of {len(value)} bytes is over its bound of "
+            f"{bound.max_value_bytes}"
+        )
+
+
+def _full(bound: Bound) -> str:
+    return f"{bound.max_items} {bound.name} entries kept, none expired yet"
+
+
+def open_key_value(redis: Redis | None, bound: Bound) -> KeyValue:
+    """Redis when there is one, else an in-process store; either within ``bound``."""
+    return RedisKeyValue(redis, bound) if redis is not None else MemoryKeyValue(bound)

@@ -27,13 +27,13 @@ from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
 from proxy.execute.plan import ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
-from proxy.kv import open_key_value
+from proxy.kv import Bound, open_key_value
 from proxy.llm import ChatModel
 from proxy.tools.catalog import python_tools
 from proxy.tools.sandbox import Sandbox
 
-#: Field lists kept in process when there is no Redis (one per tool and version).
-FIELD_LISTS_KEPT = 4096
+#: Field lists kept (one per tool and version; the oldest goes), and the largest.
+FIELD_LISTS = Bound("field_lists", 4096, 64 * 1024)
 
 
 @dataclass(slots=True)
@@ -69,7 +69,7 @@ class ToolExecutor:
         self._owns_client = client is None
         self._client = client or make_http_client(self.policy, settings)
         self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox))
-        cache = open_key_value(redis, FIELD_LISTS_KEPT)
+        cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
 

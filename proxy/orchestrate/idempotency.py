@@ -16,7 +16,7 @@ them.
 A key that cannot be claimed fails the request before anything runs, with a 503
 the SDK retries: ``idempotency_store_unavailable`` when Redis cannot be reached
 (running the tools unprotected would break the key's promise), and
-``idempotency_keys_full`` when the in-process store holds
+``idempotency_keys_full`` when the store (in process or Redis) holds
 ``orchestrate.max_idempotency_keys`` live keys (it refuses new keys rather than
 forget old ones before their TTL).
 """
@@ -112,10 +112,9 @@ class IdempotencyKeys:
         except StoreFull:
             raise StoreFull(
                 "the Idempotency-Key cannot be claimed: toolgraph keeps "
-                "orchestrate.max_idempotency_keys keys in process (no Redis is configured) and "
-                "every one is within its TTL; it refuses a new key rather than forget an old "
-                "one. Nothing ran; retry later, send the request without the key, or configure "
-                "redis_url",
+                "orchestrate.max_idempotency_keys keys and every one is within its TTL; it "
+                "refuses a new key rather than forget an old one. Nothing ran; retry later, "
+                "send the request without the key, or raise the bound",
                 param="Idempotency-Key",
                 code="idempotency_keys_full",
                 headers={"retry-after": "60"},

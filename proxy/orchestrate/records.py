@@ -1,8 +1,8 @@
 """Where an orchestrated turn's records live, and keeping them without failing the turn.
 
 Traces, conversation results and ``Idempotency-Key``s each get a store of their
-own (``proxy/kv.py``): in Redis they share the server, in process each has its own
-bound, so a thousand unrelated requests push out old traces but never a key whose
+own (``proxy/kv.py``) with its own bound, in Redis (shared by every process) as in
+process, so a thousand unrelated requests push out old traces but never a key whose
 answer a retry may still ask for (that store refuses new keys instead).
 
 Records written after the answer (trace, results, a key's outcome) are a help to
@@ -22,12 +22,19 @@ from redis.asyncio import Redis
 
 from proxy.config import Orchestrate
 from proxy.errors import StoreFull, StoreUnavailable
-from proxy.kv import KeyValue, open_key_value
+from proxy.kv import Bound, KeyValue, open_key_value
 
 log = logging.getLogger(__name__)
 
 #: Seconds between two warnings about records lost to a store that is down.
 WARN_EVERY = 60.0
+
+#: The largest trace kept (its tool outputs as returned); a larger one is lost, with a warning.
+TRACE_BYTES = 4 * 1024 * 1024
+#: The largest set of one turn's tool results kept for follow-ups.
+RESULT_BYTES = 4 * 1024 * 1024
+#: The largest answer kept under an ``Idempotency-Key`` for its retries.
+ANSWER_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +45,13 @@ class Stores:
 
     @classmethod
     def open(cls, redis: Redis | None, options: Orchestrate) -> Stores:
+        keys = Bound("idempotency_keys", options.max_idempotency_keys, ANSWER_BYTES, evict=False)
         return cls(
-            traces=open_key_value(redis, options.max_traces),
-            results=open_key_value(redis, options.max_conversations),
-            keys=open_key_value(redis, options.max_idempotency_keys, evict=False),
+            traces=open_key_value(redis, Bound("traces", options.max_traces, TRACE_BYTES)),
+            results=open_key_value(
+                redis, Bound("turn_results", options.max_conversations, RESULT_BYTES)
+            ),
+            keys=open_key_value(redis, keys),
         )
 
 

@@ -36,6 +36,7 @@ from proxy.context import RequestContext
 from proxy.errors import (
     InternalError,
     InvalidRequest,
+    StoreFull,
     StoreUnavailable,
     ToolgraphError,
 )
@@ -518,7 +519,7 @@ class Orchestrator:
         }
         try:
             await self.traces.put(turn.trace_id, trace)
-        except StoreUnavailable as exc:
+        except (StoreUnavailable, StoreFull) as exc:  # down, or a trace over its bound
             self._lost.lose("a trace", exc)
         except Exception:  # a bug; still, a lost trace must not fail the request
             log.exception("could not store trace %s", turn.trace_id)

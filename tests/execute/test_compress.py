@@ -19,6 +19,7 @@ from proxy.execute.fields import (
     parse_keep,
     rule_based_fields,
 )
+from proxy.execute.service import FIELD_LISTS
 from proxy.kv import MemoryKeyValue, RedisKeyValue
 from proxy.llm import UpstreamModel
 
@@ -112,7 +113,7 @@ async def test_the_llm_chooses_fields_once_per_tool(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
     upstream.enqueue(keep_reply([*KEEP, "results[].invented"]))
-    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(4096)))
+    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(FIELD_LISTS)))
     raw_before = metrics.TOOL_RESPONSE_BYTES.labels("raw")._value.get()
     first = await compressor.compress(hotel_tool(), HOTELS, model)
     assert first.method == "fields"
@@ -140,7 +141,7 @@ async def test_concurrent_first_calls_share_one_llm_call(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
     upstream.enqueue(keep_reply(KEEP, delay=0.2))
-    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(4096)))
+    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(FIELD_LISTS)))
     results = await asyncio.gather(
         *(compressor.compress(hotel_tool(), HOTELS, model) for _ in range(5))
     )
@@ -160,7 +161,7 @@ async def test_a_useless_or_failed_answer_falls_back_to_truncation(
     upstream: FakeUpstream, model: UpstreamModel, script: Script
 ) -> None:
     upstream.enqueue(script)
-    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(4096)))
+    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(FIELD_LISTS)))
     result = await compressor.compress(hotel_tool(), HOTELS, model)
     assert result.method == "truncate"
     assert len(result.text) == 1024
@@ -172,7 +173,7 @@ async def test_a_useless_or_failed_answer_falls_back_to_truncation(
 async def test_short_responses_and_long_text_skip_the_llm(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
-    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(4096)))
+    compressor = Compressor(1024, FieldSelector(MemoryKeyValue(FIELD_LISTS)))
     small = await compressor.compress(hotel_tool(), {"ok": True}, model)
     assert (small.text, small.method) == ('{"ok":true}', "none")
     text = await compressor.compress(hotel_tool(), "word " * 500, model)
@@ -184,7 +185,7 @@ async def test_fields_then_truncation_when_still_too_long(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
     upstream.enqueue(keep_reply(["results[].thumbnail"]))
-    result = await Compressor(300, FieldSelector(MemoryKeyValue(4096))).compress(
+    result = await Compressor(300, FieldSelector(MemoryKeyValue(FIELD_LISTS))).compress(
         hotel_tool(), HOTELS, model
     )
     assert result.method == "fields+truncate"
@@ -199,12 +200,12 @@ async def test_the_field_list_is_shared_through_redis(
     try:
         await first_pod.flushdb()
         upstream.enqueue(keep_reply(KEEP))
-        one = await Compressor(1024, FieldSelector(RedisKeyValue(first_pod))).compress(
+        one = await Compressor(1024, FieldSelector(RedisKeyValue(first_pod, FIELD_LISTS))).compress(
             hotel_tool(), HOTELS, model
         )
-        two = await Compressor(1024, FieldSelector(RedisKeyValue(second_pod))).compress(
-            hotel_tool(), HOTELS, model
-        )
+        two = await Compressor(
+            1024, FieldSelector(RedisKeyValue(second_pod, FIELD_LISTS))
+        ).compress(hotel_tool(), HOTELS, model)
         assert one == two
         assert two.method == "fields"
         assert len(upstream.requests) == 1

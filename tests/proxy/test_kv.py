@@ -1,27 +1,41 @@
-"""One suite over both KeyValue backends: the in-process map and a real Redis."""
+"""One suite over both KeyValue backends, the in-process map and a real Redis: the
+values, the TTLs and the bounds of a use (entries and value size) alike."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from redis.asyncio import Redis
 
 from proxy.errors import StoreFull, StoreUnavailable
-from proxy.kv import KeyValue, MemoryKeyValue, RedisKeyValue
+from proxy.kv import Bound, KeyValue, MemoryKeyValue, RedisKeyValue
 from tests.conftest import free_port
+
+Open = Callable[..., KeyValue]  # (max_items, evict=..., max_value_bytes=...) -> a store
 
 
 @pytest.fixture(params=["memory", "redis"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[KeyValue]:
-    if request.param == "memory":
-        yield MemoryKeyValue(100)
-        return
-    client = Redis.from_url(request.getfixturevalue("redis_server"))
-    yield RedisKeyValue(client)
-    await client.aclose()
+async def bounded(request: pytest.FixtureRequest) -> AsyncIterator[Open]:
+    """Opens stores of one backend, each a use of its own (a fresh name)."""
+    client = None
+    if request.param == "redis":
+        client = Redis.from_url(request.getfixturevalue("redis_server"))
+
+    def open_store(max_items: int, *, evict: bool = True, max_value_bytes: int = 1024) -> KeyValue:
+        bound = Bound(f"test-{uuid.uuid4().hex}", max_items, max_value_bytes, evict)
+        return MemoryKeyValue(bound) if client is None else RedisKeyValue(client, bound)
+
+    yield open_store
+    if client is not None:
+        await client.aclose()
+
+
+@pytest.fixture
+def store(bounded: Open) -> KeyValue:
+    return bounded(100)
 
 
 def key() -> str:
@@ -69,29 +83,80 @@ async def test_deleting_a_missing_key_is_no_error(store: KeyValue) -> None:
     await store.delete(key())
 
 
-# --- each backend's own bounds and failures -----------------------------------------
+# --- the bounds of a use --------------------------------------------------------------
 
 
-async def test_an_evicting_memory_store_forgets_the_oldest_write() -> None:
-    store = MemoryKeyValue(2)
-    for name in ("a", "b", "c"):
+async def test_an_evicting_store_forgets_the_oldest_write(bounded: Open) -> None:
+    store = bounded(2)
+    a, b, c = key(), key(), key()
+    for name in (a, b, c):
         await store.put(name, name.encode(), 60)
-    assert await store.get("a") is None
-    assert await store.get("c") == b"c"
+    assert await store.get(a) is None
+    assert await store.get(c) == c.encode()
 
 
-async def test_a_non_evicting_memory_store_refuses_new_keys_but_keeps_old_ones() -> None:
-    store = MemoryKeyValue(2, evict=False)
-    assert await store.add("a", b"a", 60)
-    assert await store.add("b", b"b", 60)
+async def test_rewriting_a_key_makes_it_the_newest(bounded: Open) -> None:
+    store = bounded(2)
+    a, b, c = key(), key(), key()
+    await store.put(a, b"1", 60)
+    await store.put(b, b"1", 60)
+    await store.put(a, b"2", 60)  # a key it holds: no room made, and now the newest
+    await store.put(c, b"1", 60)
+    assert (await store.get(a), await store.get(b), await store.get(c)) == (b"2", None, b"1")
+
+
+async def test_a_non_evicting_store_refuses_new_keys_but_keeps_old_ones(bounded: Open) -> None:
+    store = bounded(2, evict=False)
+    a, b, c = key(), key(), key()
+    assert await store.add(a, b"a", 60)
+    assert await store.add(b, b"b", 60)
     with pytest.raises(StoreFull):
-        await store.add("c", b"c", 60)
-    await store.put("a", b"a2", 60)  # a key it holds may still change
-    assert (await store.get("a"), await store.get("b")) == (b"a2", b"b")
+        await store.add(c, b"c", 60)
+    with pytest.raises(StoreFull):
+        await store.put(c, b"c", 60)
+    await store.put(a, b"a2", 60)  # a key it holds may still change
+    assert (await store.get(a), await store.get(b)) == (b"a2", b"b")
+    await store.delete(b)  # a deleted key frees its place
+    assert await store.add(c, b"c", 60)
 
 
-async def test_a_full_non_evicting_store_makes_room_as_entries_expire() -> None:
-    store = MemoryKeyValue(1, evict=False)
+async def test_a_full_non_evicting_store_makes_room_as_entries_expire(bounded: Open) -> None:
+    store = bounded(1, evict=False)
+    old = key()
+    await store.put(old, b"x", 1)
+    for _ in range(100):  # Redis expires on its own clock: wait for it, never assume
+        if await store.get(old) is None:
+            break
+        await asyncio.sleep(0.05)
+    assert await store.add(key(), b"y", 60)
+
+
+async def test_uses_are_bounded_apart(bounded: Open) -> None:
+    kept, busy = bounded(1), bounded(1)
+    k = key()
+    await kept.put(k, b"kept", 60)
+    for _ in range(3):
+        await busy.put(key(), b"other", 60)
+    assert await kept.get(k) == b"kept"
+
+
+async def test_a_value_over_its_bound_is_refused_and_nothing_is_stored(bounded: Open) -> None:
+    store = bounded(10, max_value_bytes=4)
+    k = key()
+    await store.put(k, b"four", 60)
+    with pytest.raises(StoreFull) as raised:
+        await store.put(k, b"fives", 60)
+    assert "5 bytes" in raised.value.message
+    with pytest.raises(StoreFull):
+        await store.add(key(), b"fives", 60)
+    assert await store.get(k) == b"four"
+
+
+# --- each backend's own quirks and failures -------------------------------------------
+
+
+async def test_a_memory_entry_with_no_ttl_left_makes_room_at_once() -> None:
+    store = MemoryKeyValue(Bound("test", 1, 1024, evict=False))
     await store.put("old", b"x", 0)  # expired as soon as written
     assert await store.add("new", b"y", 60)
     assert len(store) == 1
@@ -99,7 +164,7 @@ async def test_a_full_non_evicting_store_makes_room_as_entries_expire() -> None:
 
 async def test_an_unreachable_redis_is_store_unavailable_on_every_operation() -> None:
     client = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0")  # nothing listens
-    store = RedisKeyValue(client)
+    store = RedisKeyValue(client, Bound("test", 10, 1024))
     for operation in (
         store.get("k"),
         store.put("k", b"v", 60),
@@ -115,7 +180,7 @@ async def test_store_unavailable_does_not_name_the_redis_address() -> None:
     port = free_port()
     client = Redis.from_url(f"redis://127.0.0.1:{port}/0")
     with pytest.raises(StoreUnavailable) as raised:
-        await RedisKeyValue(client).get("k")
+        await RedisKeyValue(client, Bound("test", 10, 1024)).get("k")
     assert str(port) not in raised.value.message
     assert "127.0.0.1" not in raised.value.message
     await client.aclose()
