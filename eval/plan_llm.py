@@ -27,8 +27,8 @@ from tqdm import tqdm
 from eval.plan_data import Dataset, Request, Tally, f1, score_plan
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
-from proxy.llm import Message, UpstreamModel
-from proxy.plan._llm import CountedModel, prompt
+from proxy.llm import Message, MeteredModel, UpstreamModel, metered
+from proxy.plan._llm import prompt
 from proxy.plan.candidates import CandidateFinder, weights_from
 from proxy.plan.model import Candidate, Decision, Plan
 from proxy.plan.planner import RequestPlanner
@@ -65,7 +65,7 @@ async def evaluate_llm(
         for request in tqdm(data.requests, desc="llm", unit="request", disable=not progress):
             if policy in BASELINES:
                 baseline = BASELINES[policy]
-                plan = await baseline(finder, encoder, CountedModel(model), request, k)
+                plan = await baseline(finder, encoder, metered(model), request, k)
                 score_plan(plan, request, tally, k)
             elif steps == "gold":
                 plan = await planner.plan_subtasks(request.text, request.subtasks, model)
@@ -93,7 +93,7 @@ async def evaluate_llm(
 
 
 async def vanilla_plan(
-    finder: CandidateFinder, encoder: Encoder, model: CountedModel, request: Request, k: int
+    finder: CandidateFinder, encoder: Encoder, model: MeteredModel, request: Request, k: int
 ) -> Plan:
     """All sub-tasks and their top-K tools in one prompt; one number per sub-task back."""
     vectors = embed_subtasks(encoder, request.subtasks)
@@ -125,12 +125,12 @@ async def vanilla_plan(
         if chosen is not None:
             plan.choices[task.id] = chosen
         plan.decisions.append(Decision(task.id, tools, chosen, "vanilla: one prompt"))
-    plan.llm_calls, plan.tokens = model.calls, model.tokens
+    plan.llm_calls, plan.tokens = model.usage.asked, model.usage.total_tokens
     return plan
 
 
 async def react_plan(
-    finder: CandidateFinder, encoder: Encoder, model: CountedModel, request: Request, k: int
+    finder: CandidateFinder, encoder: Encoder, model: MeteredModel, request: Request, k: int
 ) -> Plan:
     """Thought, action, observation, one sub-task at a time, over retrieval's top-K."""
     vectors = embed_subtasks(encoder, request.subtasks)
@@ -164,7 +164,7 @@ async def react_plan(
             f"Action: {task.id} -> {chosen.tool if chosen else 'none'}",
             f"Observation: {_observation(finder, chosen)}",
         ]
-    plan.llm_calls, plan.tokens = model.calls, model.tokens
+    plan.llm_calls, plan.tokens = model.usage.asked, model.usage.total_tokens
     return plan
 
 
@@ -180,5 +180,5 @@ def _observation(finder: CandidateFinder, chosen: Candidate | None) -> str:
     return f"{chosen.tool} was chosen: {tool.description[:200] if tool else ''}"
 
 
-Baseline = Callable[[CandidateFinder, "Encoder", CountedModel, Request, int], Awaitable[Plan]]
+Baseline = Callable[[CandidateFinder, "Encoder", MeteredModel, Request, int], Awaitable[Plan]]
 BASELINES: dict[str, Baseline] = {"vanilla": vanilla_plan, "react": react_plan}

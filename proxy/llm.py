@@ -4,6 +4,7 @@
 generation, compression) and orchestrate ask; :class:`UpstreamModel` answers through
 the proxy's own upstream clients (relay or litellm, whichever the route uses), so
 these calls are routed, timed, counted and keyed exactly like a client's.
+:class:`MeteredModel` counts the calls and tokens (:class:`Usage`, the one meter);
 :func:`parse_object` reads a JSON object out of a reply and :func:`quote_result`
 quotes a tool's output as data in a prompt.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -75,6 +76,82 @@ class UpstreamModel:
         usage = payload.get("usage") or {}
         counts = {k: v for k, v in usage.items() if isinstance(v, int)}
         return ModelReply(str(text), counts, truncated=choice.get("finish_reason") == "length")
+
+
+@dataclass(slots=True)
+class Usage:
+    """What some LLM calls cost, added up: the one usage meter.
+
+    Orchestrate keeps one per request (its ``usage`` and trace); the planner keeps
+    its own share (``plan.llm_calls``, ``plan.tokens``) through :func:`metered`.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0  # the upstreams' own totals, summed: the planner's figure
+    calls: int = 0  # usage objects added: one per reply that came
+    asked: int = 0  # questions asked through a MeteredModel, failed ones included
+
+    def add(self, usage: object) -> None:
+        """Add one OpenAI ``usage`` object (anything else is ignored)."""
+        if not isinstance(usage, Mapping):
+            return
+        self.calls += 1
+        self.prompt_tokens += _count(usage.get("prompt_tokens"))
+        self.completion_tokens += _count(usage.get("completion_tokens"))
+        self.total_tokens += _count(usage.get("total_tokens"))
+
+    def as_openai(self) -> dict[str, int]:
+        """OpenAI's three counts; the total is the two others' sum, as OpenAI's is."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        }
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+class MeteredModel:
+    """A :class:`ChatModel` that counts every question and adds every reply's usage
+    to its meter (``usage``) and to the meters it shares (see :func:`metered`)."""
+
+    def __init__(
+        self, model: ChatModel, usage: Usage | None = None, *, shared: Sequence[Usage] = ()
+    ) -> None:
+        self.model = model
+        self.usage = Usage() if usage is None else usage
+        self.meters = (self.usage, *shared)
+
+    async def reply(
+        self, messages: Sequence[Message], *, max_tokens: int = 512, json: bool = False
+    ) -> ModelReply:
+        for meter in self.meters:
+            meter.asked += 1
+        answer = await self.model.reply(messages, max_tokens=max_tokens, json=json)
+        for meter in self.meters:
+            meter.add(answer.usage)
+        return answer
+
+    async def ask_object(
+        self, messages: Sequence[Message], max_tokens: int = 512
+    ) -> dict[str, JsonValue] | None:
+        """The JSON object the model answers (JSON mode); ``None`` when there is none."""
+        return parse_object((await self.reply(messages, max_tokens=max_tokens, json=True)).text)
+
+
+def metered(model: ChatModel) -> MeteredModel:
+    """``model`` with a fresh meter of its own: a part's share of the calls.
+
+    A model that is metered already is unwrapped, and its meters keep counting too,
+    so the planner's share also lands in the request's total, with no meter stacked
+    inside another.
+    """
+    if isinstance(model, MeteredModel):
+        return MeteredModel(model.model, shared=model.meters)
+    return MeteredModel(model)
 
 
 def parse_object(text: str) -> dict[str, JsonValue] | None:

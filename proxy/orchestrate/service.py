@@ -43,7 +43,7 @@ from proxy.errors import (
 from proxy.execute.plan import ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
-from proxy.llm import UpstreamModel
+from proxy.llm import MeteredModel, UpstreamModel, Usage
 from proxy.orchestrate.answer import (
     KEEPALIVE,
     ChunkWriter,
@@ -58,7 +58,6 @@ from proxy.orchestrate.conversation import ConversationResults, EarlierCall
 from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
 from proxy.orchestrate.records import LostRecords, Stores
 from proxy.orchestrate.traces import TraceStore, call_traces
-from proxy.orchestrate.usage import MeteredModel, Usage
 from proxy.plan.model import Plan
 from proxy.protocol.base import dump_json
 from proxy.protocol.chat import ChatCompletionRequest, ChoiceDelta, read_chunk, read_completion

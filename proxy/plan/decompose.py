@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue, ValidationError
 
-from proxy.llm import Message, parse_object
-from proxy.plan._llm import CountedModel, PlanningFailed, prompt
+from proxy.llm import Message, MeteredModel, parse_object
+from proxy.plan._llm import PlanningFailed, prompt
 from proxy.plan.model import SubTask, subtask_problems
 
 
@@ -33,7 +33,7 @@ MAX_TOKENS = 640
 
 
 async def decompose(
-    model: CountedModel, conversation: str, categories: Sequence[str], retries: int
+    model: MeteredModel, conversation: str, categories: Sequence[str], retries: int
 ) -> Decomposition:
     """Sub-tasks for ``conversation``; :class:`PlanningFailed` after ``retries`` retries."""
     system = prompt("decompose").replace("{categories}", ", ".join(categories) or "(none)")
@@ -43,7 +43,7 @@ async def decompose(
     ]
     problems: list[str] = []
     for attempt in range(1, retries + 2):
-        reply = await model.answer(messages, max_tokens=MAX_TOKENS)
+        reply = await model.reply(messages, max_tokens=MAX_TOKENS, json=True)
         text = reply.text
         result, problems = read_decomposition(text, categories)
         if result is not None:

@@ -24,8 +24,8 @@ from graph_store.errors import GraphStoreError
 from proxy import metrics
 from proxy.config import Planner as PlannerConfig
 from proxy.errors import ToolgraphError
-from proxy.llm import ChatModel
-from proxy.plan._llm import CountedModel, PlanningFailed
+from proxy.llm import ChatModel, MeteredModel, metered
+from proxy.plan._llm import PlanningFailed
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.decompose import decompose
 from proxy.plan.memory import PlanMemory
@@ -70,7 +70,7 @@ class RequestPlanner:
         if model is None or self.config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
-        counted = CountedModel(model)
+        counted = metered(model)
         try:
             categories = await asyncio.to_thread(self._categories)
             with metrics.STAGE_LATENCY.labels("decompose").time():
@@ -79,12 +79,12 @@ class RequestPlanner:
                 )
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm([_whole(conversation)], [_fell_back(exc)])
-            plan.llm_calls, plan.tokens = counted.calls, counted.tokens
+            plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
             return plan
         if found.no_tools:
-            return Plan(
-                [], {}, "llm", no_tools=True, llm_calls=counted.calls, tokens=counted.tokens
-            )
+            plan = Plan([], {}, "llm", no_tools=True)
+            plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
+            return plan
         return await self._select(conversation, found.subtasks, counted, scope)
 
     async def plan_subtasks(
@@ -93,13 +93,13 @@ class RequestPlanner:
         """Choose tools for sub-tasks given from outside (the eval's gold steps)."""
         if model is None or self.config.policy == "graph":
             return await self._without_llm(subtasks, ["no planner model"])
-        return await self._select(conversation, subtasks, CountedModel(model), None)
+        return await self._select(conversation, subtasks, metered(model), None)
 
     async def _select(
         self,
         conversation: str,
         subtasks: Sequence[SubTask],
-        counted: CountedModel,
+        counted: MeteredModel,
         scope: str | None,
     ) -> Plan:
         plan = Plan(list(subtasks), {}, "llm")
@@ -123,7 +123,7 @@ class RequestPlanner:
                 )
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm(subtasks, [_fell_back(exc)])
-        plan.llm_calls, plan.tokens = counted.calls, counted.tokens
+        plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
         return plan
 
     async def _without_llm(self, subtasks: Sequence[SubTask], notes: list[str]) -> Plan:

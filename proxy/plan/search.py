@@ -28,8 +28,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from proxy.llm import Message
-from proxy.plan._llm import CountedModel, prompt
+from proxy.llm import Message, MeteredModel
+from proxy.plan._llm import prompt
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological
 from proxy.plan.policy import best_candidate, chosen_tool_ids, runners_up
@@ -51,7 +51,7 @@ class DepthFirstSearch:
     def __init__(
         self,
         finder: CandidateFinder,
-        model: CountedModel,
+        model: MeteredModel,
         k: int,
         *,
         beam: int = 0,
@@ -216,7 +216,7 @@ class Verdict:
     noise: tuple[str, ...] = ()
 
 
-async def reflect(model: CountedModel, request: str, plan: Plan) -> Verdict:
+async def reflect(model: MeteredModel, request: str, plan: Plan) -> Verdict:
     steps = [
         f"- {task.id}: {task.text} -> {plan.choices.get(task.id, '(no tool)')}"
         for task in topological(plan.subtasks)

@@ -1,8 +1,9 @@
-"""The LLM seam's helpers: quoting tool output as data."""
+"""The LLM seam: quoting tool output as data, and the one usage meter."""
 
 from __future__ import annotations
 
-from proxy.llm import quote_result
+from eval.fake_upstream import FakeUpstream, Script
+from proxy.llm import MeteredModel, UpstreamModel, Usage, metered, quote_result
 
 
 def test_tool_output_cannot_close_its_quotes() -> None:
@@ -11,3 +12,18 @@ def test_tool_output_cannot_close_its_quotes() -> None:
     assert quoted.count("</result>") == 1
     assert quoted.count("<result") == 1
     assert quoted.endswith("\n</result>")
+
+
+async def test_a_share_is_counted_apart_and_in_the_total(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(Script(text="one"), Script(text='{"two": 2}'))
+    request = MeteredModel(model, Usage())
+    await request.reply([{"role": "user", "content": "first"}])
+    share = metered(request)
+    assert share.model is model  # one meter over the model, not a meter inside a meter
+    assert await share.ask_object([{"role": "user", "content": "second"}]) == {"two": 2}
+    assert (share.usage.asked, share.usage.calls) == (1, 1)
+    assert (request.usage.asked, request.usage.calls) == (2, 2)
+    assert 0 < share.usage.total_tokens < request.usage.total_tokens
+    assert request.usage.as_openai()["total_tokens"] == request.usage.total_tokens
