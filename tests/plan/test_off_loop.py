@@ -1,24 +1,25 @@
 """The planner never makes the event loop wait on the graph store.
 
-The store is the real embedded one, watched: every call of the ``GraphStore``
-interface notes whether it ran on the loop's own thread, and from a worker thread
-it has the loop run a coroutine before it answers, which the loop can only do while
-it is free. A store call made on the loop (Neo4j's network round trips in
-production) would hold every other stream of the worker.
+The stores are real (the embedded one, and Neo4j's backend against ArcadeDB's Bolt
+server), watched: every call of the ``GraphStore`` interface notes whether it ran on
+the loop's own thread, and from a worker thread it has the loop run a coroutine
+before it answers, which the loop can only do while it is free. A store call made
+on the loop (Neo4j's network round trips) would hold every other stream of the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
 from eval.fake_upstream import FakeUpstream
 from eval.plan_data import Dataset
 from graph_store.memory import InProcessStore
+from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore
 from proxy.config import Planner
 from proxy.llm import UpstreamModel
@@ -31,72 +32,81 @@ from tests.plan.test_llm_policy import REQUEST, STEPS, pick, reply
 
 #: The methods of the store interface, each watched.
 INTERFACE = sorted(name for name in vars(GraphStore) if not name.startswith("_"))
+S = TypeVar("S")
 
 
-class WatchedStore(InProcessStore):
-    """An embedded store that notes, once :meth:`watch` is called, which interface
-    calls were made on the loop's thread (``on_loop``) and which off it (``off_loop``,
-    each after the loop answered a coroutine while the call was in progress)."""
+class Watch:
+    """Which interface calls were made on the loop's thread (``on_loop``) and which
+    off it (``off_loop``, each after the loop answered a coroutine meanwhile)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.loop_thread = 0
-        self.on_loop: list[str] = []
-        self.off_loop: list[str] = []
-
-    def watch(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop, self.loop_thread = loop, threading.get_ident()
+        self.on_loop: list[str] = []
+        self.off_loop: set[str] = set()
 
     def check(self, name: str) -> None:
-        if self.loop is None:
-            return
         if threading.get_ident() == self.loop_thread:
             self.on_loop.append(name)
             return
         # The loop runs this while the store call lasts, or the call never returns.
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), self.loop).result(timeout=120)
-        self.off_loop.append(name)
+        self.off_loop.add(name)
 
 
-def _watched(name: str) -> Callable[..., Any]:
-    real = getattr(InProcessStore, name)
+def watched(backend: type[S]) -> type[S]:
+    """``backend`` with each interface call checked by the instance's ``watch``, once set."""
 
-    def call(self: WatchedStore, *args: Any, **kwargs: Any) -> Any:
-        self.check(name)
-        return real(self, *args, **kwargs)
+    def wrap(name: str) -> Callable[..., Any]:
+        real = getattr(backend, name)
 
-    return call
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            watch: Watch | None = getattr(self, "watch", None)
+            if watch is not None:
+                watch.check(name)
+            return real(self, *args, **kwargs)
+
+        return call
+
+    return type(f"Watched{backend.__name__}", (backend,), {n: wrap(n) for n in INTERFACE})
 
 
-for _name in INTERFACE:
-    setattr(WatchedStore, _name, _watched(_name))
-
-
-def watched_finder(dataset: Dataset, index: ToolIndex, mode: GraphMode) -> CandidateFinder:
-    store = WatchedStore()
+@pytest.fixture(params=["in_process", "neo4j"])
+def store(request: pytest.FixtureRequest, dataset: Dataset) -> Iterator[GraphStore]:
+    """The dataset's catalog in a watched store of each backend."""
+    if request.param == "in_process":
+        store: GraphStore = watched(InProcessStore)()
+    else:
+        store = watched(Neo4jStore).from_uri(request.getfixturevalue("bolt_uri"))
+        store.clear()
     store.upsert_tools(dataset.store.list_tools())
     store.upsert_edges(dataset.store.edges())
-    store.watch(asyncio.get_running_loop())
+    yield store
+    if request.param == "neo4j":
+        store.clear()
+    store.close()
+
+
+def watched_finder(store: GraphStore, index: ToolIndex, mode: GraphMode) -> CandidateFinder:
+    store.watch = Watch(asyncio.get_running_loop())  # type: ignore[attr-defined]
     return CandidateFinder(store, index, mode=mode)
 
 
 def calls(finder: CandidateFinder) -> tuple[list[str], set[str]]:
-    store = finder.store
-    assert isinstance(store, WatchedStore)
-    return store.on_loop, set(store.off_loop)
+    watch = finder.store.watch  # type: ignore[attr-defined]
+    assert isinstance(watch, Watch)
+    return watch.on_loop, watch.off_loop
 
 
 @pytest.mark.parametrize("mode", ["rerank", "strict"])
 async def test_the_llm_policy_reads_the_store_only_off_the_loop(
     upstream: FakeUpstream,
     model: UpstreamModel,
-    dataset: Dataset,
+    store: GraphStore,
     index: ToolIndex,
     encoder: Encoder,
     mode: GraphMode,
 ) -> None:
-    finder = watched_finder(dataset, index, mode)
+    finder = watched_finder(store, index, mode)
     upstream.enqueue(
         reply(STEPS),
         pick(1),
@@ -118,11 +128,11 @@ async def test_the_llm_policy_reads_the_store_only_off_the_loop(
 async def test_a_spent_step_budget_fills_the_rest_off_the_loop(
     upstream: FakeUpstream,
     model: UpstreamModel,
-    dataset: Dataset,
+    store: GraphStore,
     index: ToolIndex,
     encoder: Encoder,
 ) -> None:
-    finder = watched_finder(dataset, index, "rerank")
+    finder = watched_finder(store, index, "rerank")
     upstream.enqueue(reply(STEPS), pick(1))
     planner = RequestPlanner(
         finder, encoder, Planner(top_k=3, step_budget=1, reflection_rounds=0, memory_k=0)
@@ -137,11 +147,11 @@ async def test_a_spent_step_budget_fills_the_rest_off_the_loop(
 async def test_the_graph_policy_and_the_fallback_read_the_store_off_the_loop(
     upstream: FakeUpstream,
     model: UpstreamModel,
-    dataset: Dataset,
+    store: GraphStore,
     index: ToolIndex,
     encoder: Encoder,
 ) -> None:
-    finder = watched_finder(dataset, index, "rerank")
+    finder = watched_finder(store, index, "rerank")
     graph = RequestPlanner(finder, encoder, Planner(policy="graph", top_k=3))
     subtasks = [SubTask.model_validate(step) for step in STEPS["subtasks"]]
     planned = await graph.plan_subtasks(REQUEST, subtasks, model)
