@@ -12,8 +12,9 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from graph_store.edges.build import build_graph
 from graph_store.edges.llm_deps import Judge, LlmReport, openai_judge
@@ -22,9 +23,6 @@ from graph_store.ingest.catalog import FORMATS, import_paths
 from graph_store.memory import InProcessStore
 from graph_store.models import ALL_KINDS, Direction, EdgeKind
 from graph_store.store import GraphStore, expand, graph_stats, neighbors, open_store
-
-if TYPE_CHECKING:
-    from proxy.config import Settings
 
 COMMANDS = ("catalog", "graph")
 _SHOWN_ERRORS = 20
@@ -65,13 +63,28 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     near.add_argument("--incoming", action="store_true", help="tools that lead to it")
 
 
-def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
+@dataclass(frozen=True, slots=True)
+class StoreCommandSettings:
+    """What the commands read of toolgraph's settings: where the store is, and the
+    OpenAI-compatible endpoint that ``graph build --llm-deps`` asks."""
+
+    data_dir: Path
+    neo4j_uri: str | None
+    upstream_base_url: str
+    upstream_api_key: str | None
+    upstream_model: str | None
+    upstream_read_timeout: float
+
+
+def run_command(
+    args: argparse.Namespace, settings: StoreCommandSettings, out: TextIO | None = None
+) -> int:
     out = out or sys.stdout
     try:
         if args.action in ("push", "pull"):
             return _transfer(args, settings, out)
         args.settings = settings
-        store = open_store(settings)
+        store = open_store(settings.data_dir, settings.neo4j_uri)
         try:
             return _HANDLERS[(args.command, args.action)](args, store, out)
         finally:
@@ -131,12 +144,13 @@ def _build(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:
 
 
 def _judge(args: argparse.Namespace) -> Judge:
-    settings: Settings = args.settings
+    settings: StoreCommandSettings = args.settings
     model = args.llm_model or settings.upstream_model
     if not model:
         raise JudgeUnavailable("--llm-deps needs --llm-model or the upstream_model setting")
-    key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
-    return openai_judge(settings.upstream_base_url, key, model, settings.timeouts.upstream_read)
+    return openai_judge(
+        settings.upstream_base_url, settings.upstream_api_key, model, settings.upstream_read_timeout
+    )
 
 
 def _record_verdicts(path: Path, report: LlmReport) -> None:
@@ -185,9 +199,9 @@ def _neighbors(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:
     return 0
 
 
-def _transfer(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+def _transfer(args: argparse.Namespace, settings: StoreCommandSettings, out: TextIO) -> int:
     local: GraphStore = InProcessStore.open(settings.data_dir / "graph")
-    remote = open_store(settings, args.neo4j)
+    remote = open_store(settings.data_dir, args.neo4j)
     source, target = (local, remote) if args.action == "push" else (remote, local)
     try:
         target.clear()

@@ -12,7 +12,8 @@ import heapq
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from pathlib import Path
+from typing import Protocol
 
 from graph_store.models import (
     ALL_KINDS,
@@ -25,9 +26,6 @@ from graph_store.models import (
     ToolGroup,
     ToolRef,
 )
-
-if TYPE_CHECKING:
-    from proxy.config import Settings
 
 
 class GraphStore(Protocol):
@@ -199,13 +197,12 @@ def graph_stats(store: GraphStore) -> GraphStats:
     )
 
 
-def open_store(settings: Settings, neo4j_uri: str | None = None) -> GraphStore:
-    """The configured backend: Neo4j when a URI is given or set, else the in-process one."""
-    uri = neo4j_uri or settings.neo4j_uri
-    if uri:
+def open_store(data_dir: Path, neo4j_uri: str | None = None) -> GraphStore:
+    """Neo4j when ``neo4j_uri`` is given, else the in-process store under ``data_dir``."""
+    if neo4j_uri:
         from graph_store.neo4j_store import Neo4jStore
 
-        return Neo4jStore.from_uri(uri)
+        return Neo4jStore.from_uri(neo4j_uri)
     from graph_store.memory import InProcessStore
 
-    return InProcessStore.open(settings.data_dir / "graph")
+    return InProcessStore.open(data_dir / "graph")

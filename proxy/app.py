@@ -1,61 +1,42 @@
-"""``create_app``: wires settings, upstreams, routers and middleware together."""
+"""``create_app``: wires the settings, the services, the routers and the middleware."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
-import os
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from redis.asyncio import Redis
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from graph_store.store import open_store
-from proxy import health, metrics, models_router
+from proxy import health, models_router
 from proxy.auth import authenticate
 from proxy.chat.router import routes as chat_routes
-from proxy.chat.service import ChatService
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
-from proxy.execute.service import ToolExecutor
 from proxy.middleware import ObservabilityMiddleware
 from proxy.orchestrate import router as orchestrate_router
-from proxy.orchestrate.catalog import CatalogService
-from proxy.orchestrate.notices import CatalogNotices
-from proxy.orchestrate.records import Stores
-from proxy.orchestrate.service import Orchestrator
 from proxy.registry import router as registry_router
-from proxy.registry.service import ToolRegistry
 from proxy.responses import error_response
-from proxy.select.service import SelectService
-from proxy.upstream import ModelRouter, Upstreams
-from proxy.upstream.relay import RelayUpstream, make_session
-from proxy.upstream.translated import LiteLLMUpstream, load_litellm
+from proxy.services import AppServices, open_services
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, services: AppServices | None = None) -> FastAPI:
+    """The app; its lifespan opens the services from ``settings`` and closes them, unless
+    the caller passes ``services`` it opened itself (in the loop the app will run in)."""
     app = FastAPI(
         title="toolgraph",
-        lifespan=_lifespan,
+        lifespan=_lifespan(settings) if services is None else None,
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
     )
-    app.state.settings = settings
-    master_key = settings.master_key
-    app.state.master_key = master_key.get_secret_value().encode() if master_key else None
-    admin_key = settings.admin_key
-    app.state.admin_key = admin_key.get_secret_value().encode() if admin_key else None
-    app.state.router = ModelRouter(settings)
-    app.state.started_at = int(time.time())
+    if services is not None:
+        app.state.services = services
     app.router.routes.extend(chat_routes)
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
@@ -71,69 +52,14 @@ def create_app_from_environment() -> FastAPI:
     return create_app(load_settings())
 
 
-@asynccontextmanager
-async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
-    settings: Settings = app.state.settings
-    router: ModelRouter = app.state.router
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    if router.has_litellm_routes():
-        load_litellm()  # seconds of import, paid before the first request rather than in it
-    session = make_session(settings.timeouts)
-    upstreams = Upstreams(RelayUpstream(session), LiteLLMUpstream(settings.timeouts.request))
-    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
-    select = SelectService(settings.retriever, redis)
-    if settings.retriever.preload:
-        await select.start()  # else on the first select request: passthrough never loads it
-    app.state.chat = ChatService(
-        router,
-        upstreams,
-        settings.limits,
-        settings.timeouts.request,
-        settings.secrets(),
-        select=select,
-        default_mode=settings.default_mode,
-    )
-    checks: dict[str, health.Check] = {}
-    if redis is not None:
-        checks["redis"] = health.redis_check(redis)
-    if settings.qdrant_url:
-        checks["qdrant"] = health.http_check(session, f"{settings.qdrant_url}/readyz")
-    if settings.neo4j_uri:
-        checks["neo4j"] = health.neo4j_check(settings.neo4j_uri)
-    executor = ToolExecutor(settings.executor, redis)
-    store = open_store(settings) if settings.admin_key is not None else None
-    catalog = CatalogService(settings, select, store)
-    checks["catalog"] = catalog.check
-    app.state.readiness = health.Readiness(checks)
-    app.state.orchestrator = orchestrator = Orchestrator(
-        settings,
-        catalog,
-        executor,
-        router,
-        upstreams,
-        Stores.open(redis, settings.orchestrate),
-    )
-    notices = CatalogNotices(redis, catalog.changed)
-    if store is not None:
-        app.state.registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
-    listener = asyncio.create_task(notices.listen())
-    try:
-        if settings.orchestrate.preload:
-            await catalog.get()
-        yield
-    finally:
-        listener.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await listener
-        await orchestrator.drain()
-        await executor.aclose()
-        catalog.close()
-        await upstreams.relay.aclose()
-        await upstreams.litellm.aclose()
-        select.close()
-        if redis is not None:
-            await redis.aclose()
-        metrics.forget_process(os.getpid())
+def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            app.state.services = await open_services(settings, stack)
+            yield
+
+    return lifespan
 
 
 def _add_error_handlers(app: FastAPI, secrets: list[str]) -> None:

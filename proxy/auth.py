@@ -7,6 +7,7 @@ import hmac
 from starlette.requests import Request
 
 from proxy.errors import AuthenticationFailed
+from proxy.services import services_of
 
 
 async def authenticate(request: Request) -> None:
@@ -18,7 +19,7 @@ async def authenticate(request: Request) -> None:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     token = token.strip() if scheme.lower() == "bearer" else ""
-    master_key: bytes | None = request.app.state.master_key
+    master_key = services_of(request).master_key
     if master_key is None:
         request.state.context.client_key = token or None
         return

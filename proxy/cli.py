@@ -18,11 +18,13 @@ from eval.retrieval import COMMANDS as EVAL_COMMANDS
 from eval.retrieval import add_commands as add_eval_commands
 from eval.retrieval import run_command as run_eval_command
 from graph_store.cli import COMMANDS as GRAPH_COMMANDS
+from graph_store.cli import StoreCommandSettings
 from graph_store.cli import add_commands as add_graph_commands
 from graph_store.cli import run_command as run_graph_command
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.context import current_request_id
 from retriever.cli import COMMANDS as RETRIEVER_COMMANDS
+from retriever.cli import IndexCommandSettings
 from retriever.cli import add_commands as add_retriever_commands
 from retriever.cli import run_command as run_retriever_command
 
@@ -38,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return serve(settings, args.config)
     if args.command in GRAPH_COMMANDS:
-        return run_graph_command(args, settings)
+        return run_graph_command(args, _store_command_settings(settings))
     if args.command in RETRIEVER_COMMANDS:
-        return run_retriever_command(args, settings)
+        return run_retriever_command(args, _index_command_settings(settings))
     if args.command in EVAL_COMMANDS and args.action == "plan":
         return run_plan_eval_command(args, settings)
     if args.command in EVAL_COMMANDS and args.action == "gate":
@@ -49,6 +51,24 @@ def main(argv: list[str] | None = None) -> int:
         return run_eval_command(args, settings)
     parser.print_help()
     return 2
+
+
+def _store_command_settings(settings: Settings) -> StoreCommandSettings:
+    key = settings.upstream_api_key
+    return StoreCommandSettings(
+        data_dir=settings.data_dir,
+        neo4j_uri=settings.neo4j_uri,
+        upstream_base_url=settings.upstream_base_url,
+        upstream_api_key=key.get_secret_value() if key else None,
+        upstream_model=settings.upstream_model,
+        upstream_read_timeout=settings.timeouts.upstream_read,
+    )
+
+
+def _index_command_settings(settings: Settings) -> IndexCommandSettings:
+    return IndexCommandSettings(
+        settings.retriever, settings.data_dir, settings.qdrant_url, settings.neo4j_uri
+    )
 
 
 def serve(settings: Settings, config_file: Path | None) -> int:

@@ -2,75 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
-import aiohttp
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from redis.asyncio import Redis
 
 from proxy import metrics
 from proxy.responses import JSONResponse
+from proxy.services import services_of
 
 router = APIRouter()
-
-CHECK_TIMEOUT_SECONDS = 2.0
-
-Check = Callable[[], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class Readiness:
-    """The checks of every store that is configured, by name."""
-
-    checks: dict[str, Check]
-
-    async def run(self) -> dict[str, str]:
-        names = list(self.checks)
-        results = await asyncio.gather(*(_run_check(self.checks[n]) for n in names))
-        return dict(zip(names, results, strict=True))
-
-
-def redis_check(client: Redis) -> Check:
-    async def check() -> None:
-        await client.ping()
-
-    return check
-
-
-def http_check(session: aiohttp.ClientSession, url: str) -> Check:
-    async def check() -> None:
-        async with session.get(url) as response:
-            response.raise_for_status()
-
-    return check
-
-
-def neo4j_check(uri: str) -> Check:
-    from neo4j import AsyncGraphDatabase
-
-    from graph_store.neo4j_store import bolt_target
-
-    address, auth, _ = bolt_target(uri)
-
-    async def check() -> None:
-        async with AsyncGraphDatabase.driver(address, auth=auth) as driver:
-            await driver.verify_connectivity()
-
-    return check
-
-
-async def _run_check(check: Check) -> str:
-    try:
-        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
-            await check()
-    except TimeoutError:
-        return "timed out"
-    except Exception as exc:  # a failing store of any kind reads as "not ready"
-        return f"failed: {type(exc).__name__}"
-    return "ok"
 
 
 @router.get("/healthz")
@@ -80,8 +19,7 @@ async def healthz() -> JSONResponse:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    readiness: Readiness = request.app.state.readiness
-    results = await readiness.run()
+    results = await services_of(request).readiness.run()
     ready = all(result == "ok" for result in results.values())
     body = {"status": "ready" if ready else "not ready", "checks": results}
     return JSONResponse(body, status_code=200 if ready else 503)

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from proxy.errors import NotFound
 from proxy.responses import JSONResponse
+from proxy.services import services_of
 
 router = APIRouter()
 
@@ -24,8 +25,8 @@ async def retrieve_model(model: str, request: Request) -> JSONResponse:
 
 
 def _models(request: Request) -> list[dict[str, object]]:
-    created: int = request.app.state.started_at
+    services = services_of(request)
     return [
-        {"id": name, "object": "model", "created": created, "owned_by": "toolgraph"}
-        for name in request.app.state.router.names()
+        {"id": name, "object": "model", "created": services.started_at, "owned_by": "toolgraph"}
+        for name in services.router.names()
     ]

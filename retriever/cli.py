@@ -9,16 +9,26 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, TextIO, get_args
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO, get_args
 
 from graph_store.cli import command_parser
-from retriever.config import DocumentVariant
+from retriever.config import DocumentVariant, RetrieverConfig
 from retriever.errors import RetrieverError
 
-if TYPE_CHECKING:
-    from proxy.config import Settings
-
 COMMANDS = ("index", "search")
+
+
+@dataclass(frozen=True, slots=True)
+class IndexCommandSettings:
+    """What the commands read of toolgraph's settings: the retriever's, and where the
+    store, the vectors and the embeddings cache are."""
+
+    retriever: RetrieverConfig
+    data_dir: Path
+    qdrant_url: str | None
+    neo4j_uri: str | None
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,7 +49,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     search.set_defaults(action="search")
 
 
-def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
+def run_command(
+    args: argparse.Namespace, settings: IndexCommandSettings, out: TextIO | None = None
+) -> int:
     out = out or sys.stdout
     try:
         if args.command == "index":
@@ -50,7 +62,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         return 2
 
 
-def _build(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+def _build(args: argparse.Namespace, settings: IndexCommandSettings, out: TextIO) -> int:
     from graph_store.store import open_store
     from retriever.catalog import build_index, open_catalog
     from retriever.embedder import load_encoder
@@ -58,7 +70,7 @@ def _build(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     config = settings.retriever
     if args.document:
         config = config.model_copy(update={"document": args.document})
-    store = open_store(settings)
+    store = open_store(settings.data_dir, settings.neo4j_uri)
     try:
         tools = store.list_tools()
     finally:
@@ -76,7 +88,7 @@ def _build(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     return 0
 
 
-def _search(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
+def _search(args: argparse.Namespace, settings: IndexCommandSettings, out: TextIO) -> int:
     from retriever.catalog import load_index, open_catalog
     from retriever.embedder import load_encoder
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -21,8 +23,11 @@ from proxy.app import create_app
 from proxy.config import Settings, load_settings
 from proxy.context import RequestContext
 from proxy.llm import UpstreamModel
+from proxy.services import AppServices, open_services
 from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
+from retriever.cache import LRUCache
+from retriever.config import RetrieverConfig
 
 IN_CI = os.environ.get("CI") == "true"
 
@@ -57,14 +62,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class ServerThread:
-    """A real uvicorn server for an app, on a free port, in a thread of its own."""
+async def _unopened(scope: object, receive: object, send: object) -> None:
+    raise RuntimeError("the app's services are not open yet")
 
-    def __init__(self, settings: Settings) -> None:
+
+class ServerThread:
+    """A real uvicorn server for an app, on a free port, in a thread of its own.
+
+    The app's services are opened in the server's own loop, before it serves, with
+    ``embeddings`` (a cache the caller shares between servers) as select mode's."""
+
+    def __init__(self, settings: Settings, embeddings: LRUCache | None = None) -> None:
         self.settings = settings
         self.port = free_port()
+        self.embeddings = embeddings
+        self.services: AppServices | None = None
         config = uvicorn.Config(
-            create_app(settings),
+            _unopened,  # replaced by the app in _serve, once its services are open
             host="127.0.0.1",
             port=self.port,
             loop="uvloop",
@@ -75,7 +89,17 @@ class ServerThread:
             timeout_graceful_shutdown=2,
         )
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with asyncio.Runner(loop_factory=self.server.config.get_loop_factory()) as runner:
+            runner.run(self._serve())
+
+    async def _serve(self) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            self.services = await open_services(self.settings, stack, self.embeddings)
+            self.server.config.app = create_app(self.settings, self.services)
+            await self.server.serve()
 
     @property
     def url(self) -> str:
@@ -122,15 +146,23 @@ def upstream(fake_upstream: FakeUpstream) -> Iterator[FakeUpstream]:
 StartProxy = Callable[..., ServerThread]
 
 
+@pytest.fixture(scope="session")
+def embeddings() -> LRUCache:
+    """Select mode's in-process embedding cache, shared by every proxy of the session:
+    a tool list is embedded once per run, not once per test (the model itself is
+    loaded once per process anyway)."""
+    return LRUCache(RetrieverConfig().cache_size)
+
+
 @pytest.fixture
-def start_proxy(upstream: FakeUpstream) -> Iterator[StartProxy]:
+def start_proxy(upstream: FakeUpstream, embeddings: LRUCache) -> Iterator[StartProxy]:
     """Start a proxy aimed at the fake upstream; keyword arguments are settings."""
     started: list[ServerThread] = []
 
     def start(**overrides: object) -> ServerThread:
         values: dict[str, object] = {"upstream_base_url": upstream.base_url}
         values.update(overrides)
-        server = ServerThread(load_settings(**values)).__enter__()
+        server = ServerThread(load_settings(**values), embeddings).__enter__()
         started.append(server)
         return server
 

@@ -16,21 +16,22 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from proxy.auth import authenticate
-from proxy.chat.service import ChatService
 from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.orchestrate.router import orchestrate
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.protocol.chat import ChatCompletionRequest, parse_request
+from proxy.services import services_of
 from proxy.streaming import EventStreamResponse
 
 
 async def create_chat_completion(request: Request) -> Response:
     await authenticate(request)
-    service: ChatService = request.app.state.chat
+    services = services_of(request)
+    service = services.chat
     context: RequestContext = request.state.context
-    limits: Limits = request.app.state.settings.limits
+    limits = services.settings.limits
     raw = await read_body(request, limits.max_body_bytes)
     mode = request.headers.get("x-toolgraph-mode")
     if len(raw) <= ON_LOOP_BYTES:

@@ -167,7 +167,7 @@ class CatalogService:
 
         settings = self._settings
         if self.store is None:
-            self.store = open_store(settings)
+            self.store = open_store(settings.data_dir, settings.neo4j_uri)
         store = self.store
         store.refresh()
         if settings.orchestrate.builtin_tools:

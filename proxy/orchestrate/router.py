@@ -13,8 +13,8 @@ from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import NotFound
 from proxy.orchestrate.idempotency import HEADER, REPLAYED, Stored
-from proxy.orchestrate.service import Orchestrator
 from proxy.protocol.chat import ChatCompletionRequest
+from proxy.services import services_of
 from proxy.streaming import EventStreamResponse
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -27,7 +27,7 @@ async def orchestrate(
     raw: bytes,
     context: RequestContext,
 ) -> Response:
-    orchestrator: Orchestrator = request.app.state.orchestrator
+    orchestrator = services_of(request).orchestrator
     turn = orchestrator.start(chat_request, body, context)
     claim = None
     if (key := request.headers.get(HEADER)) is not None:
@@ -61,7 +61,7 @@ router = APIRouter(dependencies=[Depends(authenticate)])
 
 @router.get("/v1/toolgraph/traces/{trace_id}")
 async def get_trace(trace_id: str, request: Request) -> Response:
-    orchestrator: Orchestrator = request.app.state.orchestrator
+    orchestrator = services_of(request).orchestrator
     trace = await orchestrator.traces.get(trace_id) if _TRACE_ID.fullmatch(trace_id) else None
     if trace is None:
         raise NotFound(

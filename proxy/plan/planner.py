@@ -1,4 +1,4 @@
-"""The planner as the app will hold it: conversation in, :class:`Plan` out, never raising.
+"""The planner as orchestrate mode holds it: conversation in, :class:`Plan` out, never raising.
 
 ``policy="llm"``: decomposition, then depth-first selection with reflection, with
 long-term memory examples. Whatever fails on the way (the model unreachable, its

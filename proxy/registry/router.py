@@ -7,19 +7,19 @@ import hmac
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 
-from proxy.config import Limits
 from proxy.errors import AuthenticationFailed, Forbidden, InvalidRequest
 from proxy.protocol.base import format_param
 from proxy.protocol.body import decode_body, read_body
 from proxy.registry.protocol import RegisterTools, tool_summary
 from proxy.registry.service import ToolRegistry
 from proxy.responses import JSONResponse
+from proxy.services import services_of
 
 PREFIX = "/v1/toolgraph/tools"
 
 
 async def require_admin(request: Request) -> None:
-    admin_key: bytes | None = request.app.state.admin_key
+    admin_key = services_of(request).admin_key
     if admin_key is None:
         raise Forbidden(
             "the tool registry is closed: set TOOLGRAPH_ADMIN_KEY to open it",
@@ -34,7 +34,8 @@ router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)])
 
 
 def _registry(request: Request) -> ToolRegistry:
-    registry: ToolRegistry = request.app.state.registry
+    registry = services_of(request).registry
+    assert registry is not None  # require_admin let the request in: an admin key is set
     return registry
 
 
@@ -52,7 +53,7 @@ async def get_tool(key: str, request: Request) -> JSONResponse:
 @router.post("")
 async def register_tools(request: Request, dry_run: bool = False) -> JSONResponse:
     """Add or update tools; ``?dry_run=true`` checks them and stores nothing."""
-    limits: Limits = request.app.state.settings.limits
+    limits = services_of(request).settings.limits
     body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
     try:
         wanted = RegisterTools.model_validate(body)

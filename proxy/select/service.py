@@ -23,6 +23,7 @@ from retriever.errors import InvalidTools, ModelNotFound
 
 if TYPE_CHECKING:
     from retriever.batching import BatchingEmbedder
+    from retriever.cache import LRUCache
     from retriever.embedder import Encoder
     from retriever.gate.model import Gate
 
@@ -39,9 +40,19 @@ class RetrieverUnavailable(ToolgraphError):
 
 
 class SelectService:
-    def __init__(self, config: RetrieverConfig, redis: Redis | None = None) -> None:
+    """``embeddings``: the in-process vector cache, when the caller shares one between
+    apps of a process (the tests do, so that a tool list is embedded once per run);
+    else each app makes its own."""
+
+    def __init__(
+        self,
+        config: RetrieverConfig,
+        redis: Redis | None = None,
+        embeddings: LRUCache | None = None,
+    ) -> None:
         self._config = config
         self._redis = redis
+        self._embeddings = embeddings
         self._selector: Any = None  # retriever.select.ToolSelector, imported on first use
         self._embedder: Any = None
         self._gate: tuple[Gate, BatchingEmbedder] | None = None  # loaded on first use
@@ -145,7 +156,6 @@ class SelectService:
 
     def _load_gate(self) -> tuple[Gate, BatchingEmbedder]:
         from retriever.batching import BatchingEmbedder
-        from retriever.cache import LRUCache
         from retriever.embedder import load_encoder
         from retriever.gate.model import gate_encoder_config, load_gate
 
@@ -155,18 +165,23 @@ class SelectService:
             embedder: BatchingEmbedder = self._embedder
             return gate, embedder
         config = self._config
-        return gate, BatchingEmbedder(
-            encoder, LRUCache(config.cache_size), window_ms=config.batch_window_ms
-        )
+        return gate, BatchingEmbedder(encoder, self._lru(), window_ms=config.batch_window_ms)
+
+    def _lru(self) -> LRUCache:
+        from retriever.cache import LRUCache
+
+        if self._embeddings is not None:  # not `or`: an empty cache is falsy
+            return self._embeddings
+        return LRUCache(self._config.cache_size)
 
     def _load(self) -> tuple[Any, Any]:
         from retriever.batching import BatchingEmbedder
-        from retriever.cache import EmbeddingCache, LayeredCache, LRUCache, RedisCache
+        from retriever.cache import EmbeddingCache, LayeredCache, RedisCache
         from retriever.embedder import load_encoder
         from retriever.select import ToolSelector
 
         encoder = load_encoder(self._config)
-        lru = LRUCache(self._config.cache_size)
+        lru = self._lru()
         cache: EmbeddingCache = lru
         if self._redis is not None:
             cache = LayeredCache(lru, RedisCache(self._redis, self._config.cache_ttl_s))

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from qdrant_client import QdrantClient
 
 from eval.brain import Brain
+from proxy.services import AppServices
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, trace, user
 
@@ -93,7 +94,8 @@ def break_plan_memory(app: FastAPI) -> None:
         collection = client._client.collections["plan_memory"]
         collection.deleted = np.append(collection.deleted, False)
 
-    app.state.orchestrator.catalog._client.call(corrupt)
+    services: AppServices = app.state.services
+    services.orchestrator.catalog._client.call(corrupt)
 
 
 def test_readiness_reports_a_plan_memory_that_no_longer_works(

@@ -87,7 +87,8 @@ def test_eval_retrieval_refuses_bad_cut_offs(beir: Path) -> None:
 
 
 def test_index_build_then_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    store = open_store(load_settings())
+    settings = load_settings()
+    store = open_store(settings.data_dir, settings.neo4j_uri)
     store.upsert_tools(catalog_tools())
     store.close()
     assert main(["index", "build", "--quiet"]) == 0

@@ -1,0 +1,163 @@
+"""``AppServices``: everything the routes use, opened from the settings once per app.
+
+:func:`open_services` builds the collaborators in dependency order and registers each
+one's closing on an :class:`~contextlib.AsyncExitStack`, so they close in reverse
+order at shutdown, and whatever was opened before a failed start is closed too. The
+app's lifespan opens them (``create_app(settings)``); a caller that opens them itself
+passes them in (``create_app(settings, services)``) and closes them afterwards. Routers
+read them through :func:`services_of`, never through ``app.state`` attributes.
+
+The one part that may outlive an app is the in-process embedding cache: the tests
+share one per session, so that a tool list is embedded once per run, not once per
+test (the encoder itself is loaded once per process by ``retriever.embedder``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import aiohttp
+from pydantic import SecretStr
+from redis.asyncio import Redis
+from starlette.requests import HTTPConnection
+
+from graph_store.store import open_store
+from proxy import metrics
+from proxy.chat.service import ChatService
+from proxy.config import Settings
+from proxy.execute.service import ToolExecutor
+from proxy.orchestrate.catalog import CatalogService
+from proxy.orchestrate.notices import CatalogNotices
+from proxy.orchestrate.records import Stores
+from proxy.orchestrate.service import Orchestrator
+from proxy.readiness import Check, Readiness, http_check, neo4j_check, redis_check
+from proxy.registry.service import ToolRegistry
+from proxy.select.service import SelectService
+from proxy.upstream import ModelRouter, Upstreams
+from proxy.upstream.relay import RelayUpstream, make_session
+from proxy.upstream.translated import LiteLLMUpstream, load_litellm
+
+if TYPE_CHECKING:
+    from retriever.cache import LRUCache
+
+
+@dataclass(frozen=True, slots=True)
+class AppServices:
+    """The app's services, typed; built by :func:`open_services`."""
+
+    settings: Settings
+    router: ModelRouter
+    chat: ChatService
+    orchestrator: Orchestrator
+    registry: ToolRegistry | None  # None without an admin key: the registry API is off
+    readiness: Readiness
+    master_key: bytes | None
+    admin_key: bytes | None
+    started_at: int  # the models' ``created``
+
+
+def services_of(connection: HTTPConnection) -> AppServices:
+    """The services of the app serving ``connection``."""
+    services: AppServices = connection.app.state.services
+    return services
+
+
+async def open_services(
+    settings: Settings, stack: AsyncExitStack, embeddings: LRUCache | None = None
+) -> AppServices:
+    """Every service of the app, each closed by ``stack``; ``embeddings``: an
+    in-process embedding cache to share (else select mode makes its own)."""
+    stack.callback(metrics.forget_process, os.getpid())
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    router = ModelRouter(settings)
+    if router.has_litellm_routes():
+        load_litellm()  # seconds of import, paid before the first request rather than in it
+    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    if redis is not None:
+        stack.push_async_callback(redis.aclose)
+    select = SelectService(settings.retriever, redis, embeddings)
+    stack.callback(select.close)
+    if settings.retriever.preload:
+        await select.start()  # else on the first select request: passthrough never loads it
+    session = make_session(settings.timeouts)
+    upstreams = Upstreams(RelayUpstream(session), LiteLLMUpstream(settings.timeouts.request))
+    stack.push_async_callback(upstreams.litellm.aclose)
+    stack.push_async_callback(upstreams.relay.aclose)  # closes the session
+    executor = ToolExecutor(settings.executor, redis)
+    stack.push_async_callback(executor.aclose)
+    store = None
+    if settings.admin_key is not None:  # the registry's store, opened now
+        store = open_store(settings.data_dir, settings.neo4j_uri)
+    catalog = CatalogService(settings, select, store)
+    stack.callback(catalog.close)
+    orchestrator = Orchestrator(
+        settings, catalog, executor, router, upstreams, Stores.open(redis, settings.orchestrate)
+    )
+    stack.push_async_callback(orchestrator.drain)
+    notices = CatalogNotices(redis, catalog.changed)
+    await stack.enter_async_context(_listening(notices))
+    registry = None
+    if store is not None:
+        registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
+    if settings.orchestrate.preload:
+        await catalog.get()
+    return AppServices(
+        settings=settings,
+        router=router,
+        chat=ChatService(
+            router,
+            upstreams,
+            settings.limits,
+            settings.timeouts.request,
+            settings.secrets(),
+            select=select,
+            default_mode=settings.default_mode,
+        ),
+        orchestrator=orchestrator,
+        registry=registry,
+        readiness=Readiness(_checks(settings, redis, session, catalog)),
+        master_key=_key_bytes(settings.master_key),
+        admin_key=_key_bytes(settings.admin_key),
+        started_at=int(time.time()),
+    )
+
+
+def _checks(
+    settings: Settings,
+    redis: Redis | None,
+    session: aiohttp.ClientSession,
+    catalog: CatalogService,
+) -> dict[str, Check]:
+    """Readiness: every store that is configured, and the catalog once it is loaded."""
+    checks: dict[str, Check] = {}
+    if redis is not None:
+        checks["redis"] = redis_check(redis)
+    if settings.qdrant_url:
+        checks["qdrant"] = http_check(session, f"{settings.qdrant_url}/readyz")
+    if settings.neo4j_uri:
+        checks["neo4j"] = neo4j_check(settings.neo4j_uri)
+    checks["catalog"] = catalog.check
+    return checks
+
+
+@contextlib.asynccontextmanager
+async def _listening(notices: CatalogNotices) -> AsyncIterator[None]:
+    """Catalog notices from other processes, listened to while the app runs."""
+    listener = asyncio.create_task(notices.listen())
+    try:
+        yield
+    finally:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await listener
+
+
+def _key_bytes(key: SecretStr | None) -> bytes | None:
+    return key.get_secret_value().encode() if key else None
