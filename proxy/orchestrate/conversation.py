@@ -20,6 +20,8 @@ from pydantic import JsonValue
 
 from proxy import json_codec
 from proxy.execute.runner import call_key
+from proxy.execute.scheduler import Outcome
+from proxy.execute.service import ExecutedPlan
 from proxy.kv import KeyValue
 from retriever.conversation import message_text
 
@@ -44,6 +46,18 @@ class EarlierCall:
             "output": self.output,
             "text": self.text,
         }
+
+
+def succeeded_calls(executed: ExecutedPlan) -> list[EarlierCall]:
+    """The calls of ``executed`` that succeeded, as a later turn may reuse them."""
+    calls = []
+    for node_id, record in executed.run.records.items():
+        compressed = executed.compressed.get(node_id)
+        if record.outcome is Outcome.OK and compressed is not None:
+            calls.append(
+                EarlierCall(record.node.tool, record.arguments, record.output, compressed.text)
+            )
+    return calls
 
 
 class ConversationResults:

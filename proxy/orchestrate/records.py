@@ -8,21 +8,29 @@ answer a retry may still ask for (that store refuses new keys instead).
 Records written after the answer (trace, results, a key's outcome) are a help to
 later requests, never part of this one: when the store is down they are dropped,
 and :class:`LostRecords` says so in one warning per interval, not a traceback per
-request.
+request. :class:`TurnRecords` is what a turn reads and writes there, and runs the
+writes a cancelled request still owes to their end.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
-from proxy.config import Orchestrate
+from proxy.config import Orchestrate, Settings
 from proxy.errors import StoreFull, StoreUnavailable
+from proxy.execute.service import ExecutedPlan
 from proxy.kv import Bound, KeyValue, open_key_value
+from proxy.orchestrate.conversation import ConversationResults, EarlierCall, succeeded_calls
+from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
+from proxy.orchestrate.traces import TraceStore, turn_trace
+from proxy.orchestrate.turn import Turn, dicts
 
 log = logging.getLogger(__name__)
 
@@ -83,3 +91,83 @@ class LostRecords:
             self._every,
         )
         self._last, self.lost = now, 0
+
+
+class TurnRecords:
+    """What a turn reads (earlier results, a claimed key) and leaves behind (its
+    results, its trace, its key's outcome)."""
+
+    def __init__(self, settings: Settings, stores: Stores) -> None:
+        options = settings.orchestrate
+        self._secrets = tuple(settings.secrets())
+        self.traces = TraceStore(stores.traces, options.trace_ttl, self._secrets)
+        self.keys = IdempotencyKeys(stores.keys, options.idempotency_ttl)
+        self.results = ConversationResults(
+            stores.results, options.conversation_ttl, options.max_reused_results
+        )
+        self._lost = LostRecords()
+        self._pending: set[asyncio.Task[None]] = set()
+
+    async def claim(self, turn: Turn, key: str, raw: bytes) -> Claim | Stored:
+        return await self.keys.claim(key, turn.client, raw)
+
+    async def earlier(self, turn: Turn) -> list[EarlierCall]:
+        """The earlier turn's results; none when their store is down (tools run again)."""
+        try:
+            return await self.results.earlier(dicts(turn.messages), turn.client)
+        except StoreUnavailable as exc:
+            self._lost.lose("an earlier turn's tool results (not read)", exc)
+            return []
+
+    async def keep_results(
+        self, turn: Turn, earlier: list[EarlierCall], executed: ExecutedPlan | None, answer: str
+    ) -> None:
+        """Keep this turn's results (the earlier ones first) for follow-ups."""
+        calls = [*earlier, *(succeeded_calls(executed) if executed else ())]
+        remember = self.results.remember(dicts(turn.messages), answer, turn.client, calls)
+        await self._lost.keep("a turn's tool results", remember)
+
+    async def save_trace(self, turn: Turn) -> None:
+        turn.trace_saved = True
+        turn.timings["total"] = round(turn.context.elapsed(), 6)
+        try:
+            await self.traces.put(turn.trace_id, turn_trace(turn, self._secrets))
+        except (StoreUnavailable, StoreFull) as exc:  # down, or a trace over its bound
+            self._lost.lose("a trace", exc)
+        except Exception:  # a bug; still, a lost trace must not fail the request
+            log.exception("could not store trace %s", turn.trace_id)
+
+    def save_trace_later(self, turn: Turn) -> None:
+        """The trace of a request cancelled before it was saved, in the background."""
+        if not turn.trace_saved:
+            self.spawn(self.save_trace(turn))
+
+    async def settled(self, claim: Claim | None, turn: Turn, outcome: Stored | None) -> None:
+        """:meth:`settle` before the client gets the answer (a replay sent at once finds
+        it), and to its end even if the client goes away meanwhile."""
+        await asyncio.shield(self.spawn(self.settle(claim, turn, outcome)))
+
+    async def settle(self, claim: Claim | None, turn: Turn, outcome: Stored | None) -> None:
+        """What the request's Idempotency-Key keeps: ``outcome``; without one, nothing
+        if no tool started (a retry may run), else the abandoned request's error."""
+        if claim is None:
+            return
+        if outcome is not None:
+            work = self.keys.finish(claim, outcome)
+        elif turn.tools_ran:
+            work = self.keys.abandon(claim, turn.headers)
+        else:
+            work = self.keys.release(claim)
+        await self._lost.keep("an Idempotency-Key's outcome", work)
+
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run bookkeeping to its end even when the request was cancelled."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for the bookkeeping still running (at shutdown)."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)

@@ -3,8 +3,10 @@
 ``GET /v1/toolgraph/traces/{id}`` returns one (the id is the response's
 ``x-toolgraph-trace-id``): the plan with every candidate list and decision, the
 tool DAG, every call with its arguments, timings, raw and compressed output, the
-answer's kind and the summed usage. Secrets the proxy knows (upstream keys, tool
-credentials) are masked in the whole record before it is stored.
+answer's kind and the summed usage. It is derived from the typed :class:`Turn`
+when it is saved; nothing reads it to decide what to do. Secrets the proxy knows
+(upstream keys, tool credentials) are masked in the whole record before it is
+stored.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from proxy.errors import redact
 from proxy.execute.scheduler import CallRecord
 from proxy.execute.service import ExecutedPlan
 from proxy.kv import KeyValue
+from proxy.orchestrate.turn import AskedUser, Failed, Turn, conversation_text
 
 
 class TraceStore:
@@ -32,6 +35,42 @@ class TraceStore:
 
     async def get(self, trace_id: str) -> bytes | None:
         return await self._store.get(f"trace:{trace_id}")
+
+
+def turn_trace(turn: Turn, secrets: Sequence[str]) -> dict[str, JsonValue]:
+    """The trace of ``turn`` as it stands (still running: what it did so far)."""
+    trace: dict[str, JsonValue] = {
+        "id": turn.trace_id,
+        "request_id": turn.context.request_id,
+        "created": turn.created,
+        "model": turn.request.model,
+        "upstream_model": turn.target.model,
+        "stream": bool(turn.request.stream),
+        "conversation": conversation_text(turn.messages),
+        "answer": _answer(turn, secrets),
+        "calls": call_traces(turn.executed) if turn.executed else [],
+    }
+    if turn.gate is not None:
+        trace["gate"] = {"decision": turn.gate.label, "score": turn.gate.score}
+    if turn.plan is not None:
+        trace["plan"] = turn.plan.trace()
+    if turn.tool_plan is not None:
+        trace["tool_plan"] = [node.model_dump(mode="json") for node in turn.tool_plan.nodes]
+    if turn.executed is not None:
+        trace["deadline_exceeded"] = turn.executed.run.deadline_exceeded
+    trace["timings"] = dict(turn.timings)
+    trace["usage"] = dict(turn.usage.as_openai())
+    trace["upstream_calls"] = turn.usage.calls
+    return trace
+
+
+def _answer(turn: Turn, secrets: Sequence[str]) -> JsonValue:
+    outcome = turn.outcome
+    if outcome is None:  # the client went away first
+        return {"kind": "cancelled"}
+    if isinstance(outcome, Failed):
+        return {"kind": "error", "error": outcome.error.to_dict(secrets)["error"]}
+    return {"kind": "question" if isinstance(outcome, AskedUser) else "answer"}
 
 
 def call_traces(executed: ExecutedPlan) -> list[JsonValue]:

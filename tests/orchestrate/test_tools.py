@@ -146,6 +146,9 @@ def test_a_failing_tool_fails_only_what_depends_on_it_and_the_answer_says_so(
     assert "Could not be done:" in answer_prompt
     assert "s2 (inventory_db): failed" in answer_prompt
     assert '<result id="s1">' in answer_prompt  # what did work still reaches the answer
+    # orchestrate mode plans no second time (the pipeline's re-plan bound is 0)
+    assert brain.asked["decompose"] == 1
+    assert local_tools.hits["broken"] == 1
 
 
 def test_a_tool_that_hangs_times_out_and_is_abandoned(

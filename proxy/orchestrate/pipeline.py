@@ -1,0 +1,196 @@
+"""Orchestrate mode's pipeline: gate → plan (the planner) → execute (the executor)
+→ answer (the joiner), each stage timed into the trace and the
+``toolgraph_stage_duration_seconds`` histogram.
+
+:meth:`Pipeline.run` reads top to bottom. The ``catalog`` is loaded once; the
+``gate`` (the learned "does any tool serve this?", when ``orchestrate.gate`` is
+on) may send the request to the answer with no plan and no tool; the planner never
+raises, it degrades; the executor runs the tool DAG in parallel and compresses
+the outputs; a required value only the user can give ends the request with the
+question as its answer, and no answer call; else the joiner answers, whole or
+streamed. The outcome is typed (``turn.Outcome``) and kept on the turn, which the
+trace is derived from. Any failure is a :class:`Failed` outcome, never an
+exception; cancellation (the client went away) still propagates.
+
+A run whose calls did not all succeed may be planned again, up to ``replans``
+times (0 by default: no re-plan). A re-plan reads the same conversation, the
+calls that succeeded offered for reuse; the planner is not told why the run failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from proxy import metrics
+from proxy.errors import InternalError, ToolgraphError
+from proxy.execute.plan import ToolPlan
+from proxy.execute.scheduler import CallRecord
+from proxy.execute.scheduler import Outcome as CallOutcome
+from proxy.execute.service import ExecutedPlan, ToolExecutor
+from proxy.llm import MeteredModel, UpstreamModel
+from proxy.orchestrate.answer import answer_body, answer_messages
+from proxy.orchestrate.catalog import Catalog, CatalogService
+from proxy.orchestrate.conversation import EarlierCall, succeeded_calls
+from proxy.orchestrate.joiner import Joiner
+from proxy.orchestrate.records import TurnRecords
+from proxy.orchestrate.turn import (
+    AnsweredDirectly,
+    AnsweredFromTools,
+    AskedUser,
+    Failed,
+    Outcome,
+    Turn,
+    conversation_text,
+    dicts,
+)
+from proxy.plan.model import Plan
+from proxy.upstream import within
+from retriever.conversation import conversation_query
+
+log = logging.getLogger(__name__)
+
+#: Progress for the client, when it asked for it (a stream's reasoning_content).
+Say = Callable[[str], None]
+
+
+def silent(text: str) -> None:
+    pass
+
+
+class Pipeline:
+    def __init__(
+        self,
+        catalog: CatalogService,
+        executor: ToolExecutor,
+        records: TurnRecords,
+        *,
+        query_turns: int,
+        request_timeout: float,
+        replans: int = 0,
+    ) -> None:
+        self.catalog = catalog
+        self.executor = executor
+        self.records = records
+        self.replans = replans
+        self._query_turns = query_turns
+        self._request_timeout = request_timeout
+
+    async def run(self, turn: Turn, joiner: Joiner, say: Say = silent) -> Outcome:
+        """Take ``turn`` to its outcome within the request's deadline; keep it on the turn."""
+        try:
+            async with within(max(0.0, self._request_timeout - turn.context.elapsed())):
+                turn.outcome = await self._run(turn, joiner, say)
+        except ToolgraphError as exc:  # UpstreamTimeout at the request's deadline too
+            turn.outcome = Failed(exc)
+        except Exception:  # a bug: still an error the client can read
+            log.exception("orchestrated request %s failed", turn.trace_id)
+            turn.outcome = Failed(
+                InternalError("the request failed inside toolgraph; see its trace id")
+            )
+        return turn.outcome
+
+    async def _run(self, turn: Turn, joiner: Joiner, say: Say) -> Outcome:
+        say("planning…")
+        with turn.stage("catalog"):
+            catalog = await self.catalog.get()
+        earlier = await self.records.earlier(turn)
+        executed = None
+        if await self._gate(turn, catalog):  # else no tool serves the request: none runs
+            executed = await self._plan_and_execute(turn, catalog, earlier, say)
+        if executed is not None and (questions := executed.run.questions()):
+            question = "\n".join(questions)
+            await self.records.keep_results(turn, earlier, executed, question)
+            return AskedUser(question)
+        say("answering…")
+        messages = answer_messages(turn.messages, executed, earlier)
+        text = await joiner.answer(turn, answer_body(turn.body, turn.target.model, messages))
+        await self.records.keep_results(turn, earlier, executed, text)
+        return AnsweredDirectly(text) if executed is None else AnsweredFromTools(text, executed)
+
+    async def _gate(self, turn: Turn, catalog: Catalog) -> bool:
+        """Whether a catalog tool may serve the request (always, with the gate off)."""
+        if catalog.gate is None:
+            return True
+        with turn.stage("gate"):
+            query = conversation_query(dicts(turn.messages), self._query_turns)
+            turn.gate = await asyncio.to_thread(catalog.gate.decide, query)
+        return turn.gate.needs_tool
+
+    async def _plan_and_execute(
+        self, turn: Turn, catalog: Catalog, earlier: list[EarlierCall], say: Say
+    ) -> ExecutedPlan | None:
+        """Plan and run the tools, planning again (at most ``replans`` times) after a
+        run that did not succeed; None when the plan has no call."""
+        model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
+        reusable = earlier
+        for attempt in range(self.replans + 1):
+            plan, tool_plan = await self._plan(turn, catalog, model)
+            if not tool_plan.nodes:
+                return turn.executed
+            say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
+            executed = await self._execute(turn, catalog, tool_plan, model, reusable, say)
+            if executed.run.ok or executed.run.questions() or attempt == self.replans:
+                break
+            reusable = [*reusable, *succeeded_calls(executed)]
+        if not executed.run.questions():  # off the request's path: embedding, writing Qdrant
+            self.records.spawn(self._remember_path(catalog, plan, executed, turn.client))
+        return executed
+
+    async def _plan(
+        self, turn: Turn, catalog: Catalog, model: MeteredModel
+    ) -> tuple[Plan, ToolPlan]:
+        with turn.stage("plan"):
+            plan = await catalog.planner.plan(conversation_text(turn.messages), model, turn.client)
+            tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
+        offered = {c.tool for d in plan.decisions for c in d.candidates}
+        metrics.TOOLS_SELECTED.labels("orchestrate", "offered").inc(len(offered))
+        metrics.TOOLS_SELECTED.labels("orchestrate", "injected").inc(len(tool_plan.nodes))
+        turn.plan, turn.tool_plan = plan, tool_plan
+        return plan, tool_plan
+
+    async def _execute(
+        self,
+        turn: Turn,
+        catalog: Catalog,
+        tool_plan: ToolPlan,
+        model: MeteredModel,
+        earlier: list[EarlierCall],
+        say: Say,
+    ) -> ExecutedPlan:
+        def observe(record: CallRecord) -> None:
+            if record.outcome is None:
+                turn.tools_ran = True
+            elif record.outcome is not CallOutcome.OK:
+                say(f"{record.node.tool}: {record.outcome}")
+
+        with turn.stage("execute"):
+            turn.executed = await self.executor.execute(
+                tool_plan,
+                catalog.tools,
+                model,
+                observe,
+                reuse={call.key(): call.output for call in earlier},
+                background={
+                    f"earlier-{i}": f"{call.tool}: {call.text}" for i, call in enumerate(earlier, 1)
+                },
+                client=turn.client,
+            )
+        return turn.executed
+
+    async def _remember_path(
+        self, catalog: Catalog, plan: Plan, executed: ExecutedPlan, scope: str
+    ) -> None:
+        from proxy.plan.policy import embed_subtasks  # with the catalog: loaded by now
+
+        memory = catalog.memory
+        if memory is None or not executed.run.ok or not plan.subtasks:
+            return
+        try:
+            vectors = await asyncio.to_thread(
+                embed_subtasks, catalog.planner.encoder, plan.subtasks
+            )
+            await memory.remember(plan, executed.run, vectors, scope)
+        except Exception:  # memory is a help to later plans, never a failure of this one
+            log.warning("could not remember the plan's path", exc_info=True)
