@@ -8,15 +8,10 @@ import os
 import shutil
 import sys
 import tempfile
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Protocol, TextIO
 
-from eval.gate import add_command as add_gate_eval_command
-from eval.gate import run_command as run_gate_eval_command
-from eval.plan_eval import add_command as add_plan_eval_command
-from eval.plan_eval import run_command as run_plan_eval_command
-from eval.retrieval import COMMANDS as EVAL_COMMANDS
-from eval.retrieval import add_commands as add_eval_commands
-from eval.retrieval import run_command as run_eval_command
 from graph_store.cli import COMMANDS as GRAPH_COMMANDS
 from graph_store.cli import StoreCommandSettings
 from graph_store.cli import add_commands as add_graph_commands
@@ -28,9 +23,33 @@ from retriever.cli import IndexCommandSettings
 from retriever.cli import add_commands as add_retriever_commands
 from retriever.cli import run_command as run_retriever_command
 
+#: The entry-point group of other packages' commands (``eval`` adds its own there).
+COMMAND_GROUP = "toolgraph.commands"
+
+
+class CommandGroup(Protocol):
+    """A module that adds commands to ``toolgraph``, found through :data:`COMMAND_GROUP`."""
+
+    COMMANDS: tuple[str, ...]
+
+    def add_commands(self, commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        """Add the group's subcommands to the ``toolgraph`` parser."""
+
+    def run_command(
+        self, args: argparse.Namespace, settings: Settings, out: TextIO | None = None
+    ) -> int:
+        """Run one of them with the loaded settings; the process's exit status."""
+
+
+def command_groups() -> list[CommandGroup]:
+    """The installed command groups, by entry-point name; loaded when the CLI runs."""
+    found = sorted(entry_points(group=COMMAND_GROUP), key=lambda point: point.name)
+    return [point.load() for point in found]
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    groups = command_groups()
+    parser = _parser(groups)
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.config, host=args.host, port=args.port, workers=args.workers)
@@ -43,12 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         return run_graph_command(args, _store_command_settings(settings))
     if args.command in RETRIEVER_COMMANDS:
         return run_retriever_command(args, _index_command_settings(settings))
-    if args.command in EVAL_COMMANDS and args.action == "plan":
-        return run_plan_eval_command(args, settings)
-    if args.command in EVAL_COMMANDS and args.action == "gate":
-        return run_gate_eval_command(args, settings)
-    if args.command in EVAL_COMMANDS:
-        return run_eval_command(args, settings)
+    for group in groups:
+        if args.command in group.COMMANDS:
+            return group.run_command(args, settings)
     parser.print_help()
     return 2
 
@@ -127,7 +143,7 @@ def _add_request_id(record: logging.LogRecord) -> bool:
     return True
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolgraph", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the OpenAI-compatible proxy")
@@ -137,9 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--workers", type=int, help="worker processes (TOOLGRAPH_WORKERS)")
     add_graph_commands(commands)
     add_retriever_commands(commands)
-    add_eval_commands(commands)
-    add_plan_eval_command(commands)
-    add_gate_eval_command(commands)
+    for group in groups:
+        group.add_commands(commands)
     return parser
 
 
