@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from proxy import json_codec
+from proxy import json_codec, sse
 
 
 class ToolgraphError(Exception):
@@ -83,7 +83,7 @@ class ToolgraphError(Exception):
 
     def to_sse(self, secrets: Iterable[str] = ()) -> bytes:
         """The error as the last event of a stream that has already started."""
-        return b"data: " + self.to_json(secrets) + b"\n\n"
+        return sse.data_event(self.to_json(secrets))
 
 
 class InvalidRequest(ToolgraphError):

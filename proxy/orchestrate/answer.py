@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from proxy import sse
 from proxy.execute.service import ExecutedPlan
 from proxy.llm import quote_result
 from proxy.orchestrate.conversation import EarlierCall
@@ -30,8 +31,6 @@ from proxy.protocol.chat import (
 )
 
 PROMPT = (Path(__file__).parent / "prompts" / "answer.md").read_text(encoding="utf-8")
-DONE = b"data: [DONE]\n\n"
-KEEPALIVE = b": keep-alive\n\n"
 # Fields of the client's request that concern tools the client runs: not the answer's.
 _TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls", "functions", "function_call")
 
@@ -120,7 +119,7 @@ class ChunkWriter:
             chunk = self._chunk([])
             chunk.usage = CompletionUsage.model_validate(usage)
             yield event(chunk)
-        yield DONE
+        yield sse.DONE
 
     def upstream_chunk(self, chunk: ChatCompletionChunk) -> bytes:
         """An answer chunk from the upstream, under this stream's id; usage goes last."""
@@ -152,12 +151,4 @@ class ChunkWriter:
 
 
 def event(chunk: ChatCompletionChunk) -> bytes:
-    return b"data: " + dump_json(chunk) + b"\n\n"
-
-
-def data_fields(events: bytes) -> Iterator[bytes]:
-    """The ``data`` of every event in ``events`` (whole events, as the relay cuts them)."""
-    for block in events.replace(b"\r\n", b"\n").split(b"\n\n"):
-        lines = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
-        if lines:
-            yield b"\n".join(lines)
+    return sse.data_event(dump_json(chunk))

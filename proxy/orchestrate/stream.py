@@ -20,12 +20,13 @@ from pydantic import JsonValue
 
 from proxy import json_codec, metrics
 from proxy.errors import UpstreamError
-from proxy.orchestrate.answer import KEEPALIVE, ChunkWriter, data_fields
+from proxy.orchestrate.answer import ChunkWriter
 from proxy.orchestrate.idempotency import Claim, Stored
 from proxy.orchestrate.pipeline import Pipeline, Say, silent
 from proxy.orchestrate.records import TurnRecords
 from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn
 from proxy.protocol.chat import ChoiceDelta, read_chunk
+from proxy.sse import DONE_DATA, KEEPALIVE, data_event, data_fields
 from proxy.upstream import EventStream
 
 
@@ -81,7 +82,7 @@ class RelayedError(UpstreamError):
         return {"error": self.error}
 
     def to_sse(self, secrets: Iterable[str] = ()) -> bytes:
-        return b"data: " + self.data + b"\n\n"
+        return data_event(self.data)
 
 
 class RelayedAnswer:
@@ -106,7 +107,7 @@ class RelayedAnswer:
         text: list[str] = []
         async for events in stream:
             for data in data_fields(events):
-                chunk = None if data == b"[DONE]" else json_codec.loads(data)
+                chunk = None if data == DONE_DATA else json_codec.loads(data)
                 if not isinstance(chunk, dict):
                     continue
                 if "error" in chunk:  # the upstream's own mid-stream error: pass it on

@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from proxy import json_codec
+from proxy import json_codec, sse
 from proxy.config import Timeouts
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError, UpstreamError, UpstreamTimeout, UpstreamUnreachable
@@ -26,7 +26,6 @@ from proxy.upstream.routing import Target
 
 log = logging.getLogger(__name__)
 
-_DONE = b"data: [DONE]"
 _MAX_ERROR_BODY = 64 * 1024
 
 
@@ -111,24 +110,20 @@ class RelayStream:
         self.headers = forwarded_headers(response.headers)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        pending = b""
+        cutter = sse.EventCutter()
         finished = False
         try:
             async for chunk in self._response.content.iter_any():
-                if b"\r" in chunk:
-                    chunk = chunk.replace(b"\r\n", b"\n")
-                pending += chunk
-                cut = pending.rfind(b"\n\n")
-                if cut < 0:
+                events = cutter.feed(chunk)
+                if not events:
                     continue
-                events, pending = pending[: cut + 2], pending[cut + 2 :]
-                finished = finished or _DONE in events
+                finished = finished or sse.ends_stream(events)
                 if b'"usage":{' in events:
                     _count_stream_usage(self._target.label, events)
                 yield events
-            if pending.strip():  # a last event without its blank line
-                finished = finished or _DONE in pending
-                yield pending.rstrip(b"\n") + b"\n\n"
+            if last := cutter.rest():  # a last event without its blank line
+                finished = finished or sse.ends_stream(last)
+                yield last
         except (TimeoutError, aiohttp.ClientError) as exc:
             raise translate(exc, self._target, mid_stream=True) from None
         finally:
@@ -200,9 +195,9 @@ def _count_usage(model: str, content: bytes) -> None:
 
 
 def _count_stream_usage(model: str, events: bytes) -> None:
-    for event in events.split(b"\n\n"):
-        if event.startswith(b"data: {") and b'"usage":{' in event:
+    for data in sse.data_fields(events):
+        if data.startswith(b"{") and b'"usage":{' in data:
             try:
-                record_usage(model, json_codec.loads(event[6:]).get("usage"))
+                record_usage(model, json_codec.loads(data).get("usage"))
             except (json_codec.DecodeError, AttributeError):
                 continue

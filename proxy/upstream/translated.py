@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from proxy import json_codec
+from proxy import json_codec, sse
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from proxy.upstream.base import Reply, observe_wait, record_usage
@@ -96,10 +96,10 @@ class TranslatedStream:
                 payload = _clean(chunk.model_dump())
                 if payload.get("usage"):
                     record_usage(self._target.label, payload["usage"])
-                yield b"data: " + json_codec.dumps(payload) + b"\n\n"
+                yield sse.json_event(payload)
         except Exception as exc:
             raise translate(exc) from None
-        yield b"data: [DONE]\n\n"
+        yield sse.DONE
 
     async def aclose(self) -> None:
         close = getattr(self._response, "aclose", None)

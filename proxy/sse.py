@@ -1,0 +1,67 @@
+"""Server-sent events as OpenAI streams them: the one place that writes or reads the framing.
+
+An event is a ``data:`` line and a blank line; an OpenAI stream ends with
+``data: [DONE]``; a line that starts with ``:`` is a comment, which the proxy sends
+as a keep-alive while it has nothing else to say. Relayed upstream events are cut
+at their boundaries (:class:`EventCutter`) and passed on byte for byte, never
+decoded and encoded again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from proxy import json_codec
+
+DONE_DATA = b"[DONE]"  # the data of a stream's last event
+DONE = b"data: " + DONE_DATA + b"\n\n"
+KEEPALIVE = b": keep-alive\n\n"
+_DONE_LINE = DONE.rstrip(b"\n")
+
+
+def data_event(data: bytes) -> bytes:
+    """One event carrying ``data``, already encoded (a JSON object, or ``[DONE]``)."""
+    return b"data: " + data + b"\n\n"
+
+
+def json_event(payload: object) -> bytes:
+    """One event carrying ``payload`` as JSON."""
+    return data_event(json_codec.dumps(payload))
+
+
+def data_fields(events: bytes) -> Iterator[bytes]:
+    """The ``data`` of every event in ``events`` (whole events, as :class:`EventCutter`
+    cuts them); the lines of a multi-line ``data`` joined, comments skipped."""
+    for block in events.replace(b"\r\n", b"\n").split(b"\n\n"):
+        lines = [line[5:].lstrip(b" ") for line in block.split(b"\n") if line.startswith(b"data:")]
+        if lines:
+            yield b"\n".join(lines)
+
+
+def ends_stream(events: bytes) -> bool:
+    """Whether ``events`` hold the ``data: [DONE]`` that ends an OpenAI stream."""
+    return _DONE_LINE in events
+
+
+class EventCutter:
+    """Whole events out of a byte stream that arrives in pieces cut anywhere."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, piece: bytes) -> bytes:
+        """The events ``piece`` completes, up to the last blank line; ``b""`` when none."""
+        if b"\r" in piece:
+            piece = piece.replace(b"\r\n", b"\n")
+        pending = self._pending + piece
+        cut = pending.rfind(b"\n\n")
+        if cut < 0:
+            self._pending = pending
+            return b""
+        self._pending = pending[cut + 2 :]
+        return pending[: cut + 2]
+
+    def rest(self) -> bytes:
+        """A last event the stream ended without its blank line, completed; or ``b""``."""
+        rest, self._pending = self._pending, b""
+        return rest.rstrip(b"\n") + b"\n\n" if rest.strip() else b""

@@ -1,0 +1,31 @@
+"""The SSE framing: events written, cut back out of pieces, and read."""
+
+from __future__ import annotations
+
+from proxy import sse
+
+STREAM = b'data: {"a":1}\n\n: keep-alive\n\ndata: {"b":\ndata: 2}\n\ndata: [DONE]\n\n'
+
+
+def test_events_cut_anywhere_come_out_whole_and_unchanged() -> None:
+    for size in range(1, len(STREAM) + 1):
+        cutter = sse.EventCutter()
+        pieces = [STREAM[i : i + size] for i in range(0, len(STREAM), size)]
+        out = [cutter.feed(piece) for piece in pieces]
+        assert all(events.endswith(b"\n\n") for events in out if events)
+        assert b"".join(out) == STREAM
+        assert cutter.rest() == b""
+
+
+def test_a_last_event_without_its_blank_line_is_completed() -> None:
+    cutter = sse.EventCutter()
+    assert cutter.feed(b'data: {"a":1}\r\n\r\ndata: [DONE]') == b'data: {"a":1}\n\n'
+    assert cutter.rest() == sse.DONE
+    assert cutter.rest() == b""
+
+
+def test_data_is_read_back_and_the_end_found() -> None:
+    assert list(sse.data_fields(STREAM)) == [b'{"a":1}', b'{"b":\n2}', sse.DONE_DATA]
+    assert sse.ends_stream(STREAM)
+    assert not sse.ends_stream(sse.json_event({"text": "[DONE]"}))
+    assert sse.json_event({"a": 1}) == b'data: {"a":1}\n\n'
