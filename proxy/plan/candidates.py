@@ -17,17 +17,19 @@ by :class:`~proxy.plan.trust.EdgeTrust`: an uninformative graph leaves retrieval
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from graph_store.models import ALL_KINDS, EdgeKind, Neighbor
+from graph_store.models import ALL_KINDS, Edge, EdgeKind, ToolRef
 from graph_store.store import GraphStore, neighbors
 from proxy.plan.model import Candidate
-from proxy.plan.trust import EdgeTrust, load_trust
+from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, load_trust
 from retriever.embedder import Vectors
 from retriever.index import ToolIndex
 
@@ -84,7 +86,10 @@ class CandidateFinder:
         self._name = {doc.id: doc.name for doc in index.documents}
         self._specificity: dict[str, float] = {}
         self.trust = trust or (load_trust() if mode == "rerank" else None)
-        self._degree: dict[tuple[str, EdgeKind], int] = {}
+        self._retrieved: OrderedDict[tuple[str, int, str | None, bytes], tuple[Candidate, ...]]
+        self._retrieved = OrderedDict()
+        self._lock = threading.Lock()
+        self._degree: dict[tuple[str, EdgeKind, bool | None], int] = {}
 
     def specificity(self, tool_id: str) -> float:
         """1 - the share of the catalog one edge away from ``tool_id``: an edge out of a
@@ -101,11 +106,24 @@ class CandidateFinder:
     def retrieve(
         self, text: str, vector: Vectors, k: int, category: str | None = None
     ) -> list[Candidate]:
+        """Retrieval's top ``k``; the last few lists are kept, since the joint search of
+        :func:`proxy.plan.policy.plan_without_llm` asks for one sub-task's several times."""
+        key = (text, k, category, np.asarray(vector).tobytes())
+        with self._lock:
+            held = self._retrieved.get(key)
+            if held is not None:
+                self._retrieved.move_to_end(key)
+                return list(held)
         sims = self.similarities(vector)
         hits = self.index.search(vector, text, k, method="hybrid", category=category)
-        return [
+        found = [
             Candidate(hit.name, hit.id, sims[hit.id], sims[hit.id], "retrieval") for hit in hits
         ]
+        with self._lock:
+            self._retrieved[key] = tuple(found)
+            while len(self._retrieved) > RETRIEVED_KEPT:
+                self._retrieved.popitem(last=False)
+        return found
 
     def find(
         self,
@@ -121,8 +139,10 @@ class CandidateFinder:
         """The top ``k`` candidates; ``after`` holds the ids of the tools chosen for the
         sub-tasks this one needs, ``beam`` the runners-up there, whose neighbours get
         ``beam_share`` of the edge bonus (a hedge against a wrong pick before)."""
-        if self.mode == "rerank" and after and use_graph:
-            return self._rerank(text, vector, k, after, beam, category)
+        if self.mode == "rerank" and use_graph:
+            if after:
+                return self._rerank(text, vector, k, after, beam, category)
+            return self._ranked(self.retrieve(text, vector, k, category))
         retrieved = self.retrieve(text, vector, k, category)
         if not after or not use_graph:
             return retrieved
@@ -168,54 +188,78 @@ class CandidateFinder:
     ) -> list[Candidate]:
         """Retrieval's rank prior plus edge evidence; ties keep retrieval's order."""
         assert self.trust is not None
-        pool = self.retrieve(text, vector, RERANK_DEPTH, category)
+        pool = self._ranked(self.retrieve(text, vector, RERANK_DEPTH, category))
         rank = {c.tool_id: i for i, c in enumerate(pool)}
-        scored = {c.tool_id: (self.trust.prior(i), c) for i, c in enumerate(pool)}
+        scored = {c.tool_id: (c.score, c) for c in pool}
         sims = self.similarities(vector)
         sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
         for starts, share in sources:
-            for kind in ALL_KINDS:
-                for n in neighbors(self.store, starts, [kind], category=category):
-                    if n.tool_id not in self._row:
-                        continue
-                    nats = share * self.trust.evidence(
-                        kind, self.degree(n.via, kind), len(self._row)
+            start = set(starts)
+            for edge, other in self.store.edge_rows(start, ALL_KINDS, "out") if start else []:
+                if other.id in start or other.id not in self._row:
+                    continue
+                if category is not None and other.category != category:
+                    continue
+                nats = share * self.trust.evidence(
+                    edge.kind,
+                    self.degree(edge.src, edge.kind, edge.origin),
+                    len(self._row),
+                    edge.origin,
+                )
+                score = self.trust.prior(rank.get(other.id, len(pool))) + nats
+                if nats > 0 and score > scored.get(other.id, (-math.inf, None))[0]:
+                    scored[other.id] = (
+                        score,
+                        _edge_candidate(edge, other, score, sims[other.id], self._name),
                     )
-                    score = self.trust.prior(rank.get(n.tool_id, len(pool))) + nats
-                    if nats > 0 and score > scored.get(n.tool_id, (-math.inf, None))[0]:
-                        scored[n.tool_id] = (
-                            score,
-                            _edge_candidate(n, score, sims[n.tool_id], self._name),
-                        )
         ordered = sorted(
             scored.values(), key=lambda item: (-item[0], rank.get(item[1].tool_id, len(pool)))
         )
         return [candidate for _, candidate in ordered[:k]]
 
-    def degree(self, tool_id: str, kind: EdgeKind) -> int:
-        """How many tools one ``kind`` edge out of ``tool_id`` reaches."""
-        key = (tool_id, kind)
+    def _ranked(self, retrieved: list[Candidate]) -> list[Candidate]:
+        """Retrieval's list scored by its log-prior over ranks (rerank mode's scale, where
+        the scores of a plan's picks add up: see :func:`proxy.plan.policy.plan_without_llm`)."""
+        assert self.trust is not None
+        return [replace(c, score=self.trust.prior(i)) for i, c in enumerate(retrieved)]
+
+    def degree(self, tool_id: str, kind: EdgeKind, origin: str = "") -> int:
+        """How many tools one ``kind`` edge out of ``tool_id`` reaches; edges the catalog
+        declares and edges toolgraph made are counted apart (their coverage differs)."""
+        declared = self.trust is not None and self.trust.declared is not None
+        group = origin in DECLARED_ORIGINS if declared else None
+        key = (tool_id, kind, group)
         if key not in self._degree:
-            self._degree[key] = len(neighbors(self.store, [tool_id], [kind]))
+            self._degree[key] = len(
+                {
+                    other.id
+                    for edge, other in self.store.edge_rows({tool_id}, [kind], "out")
+                    if other.id != tool_id
+                    and (group is None or (edge.origin in DECLARED_ORIGINS) == group)
+                }
+            )
         return self._degree[key]
 
+
+#: Retrieval lists a finder keeps (a request's sub-tasks, a few requests at once).
+RETRIEVED_KEPT = 64
 
 #: Depth of retrieval's list that re-ranking starts from (the fusion's own depth).
 RERANK_DEPTH = 100
 
 
 def _edge_candidate(
-    n: Neighbor, score: float, similarity: float, names: Mapping[str, str]
+    edge: Edge, other: ToolRef, score: float, similarity: float, names: Mapping[str, str]
 ) -> Candidate:
     return Candidate(
-        tool=n.name,
-        tool_id=n.tool_id,
+        tool=other.name,
+        tool_id=other.id,
         score=score,
         similarity=similarity,
         source="graph",
-        edge=n.kind,
-        weight=n.weight,
-        via=names.get(n.via, n.via),
+        edge=edge.kind,
+        weight=edge.weight,
+        via=names.get(edge.src, edge.src),
     )
 
 

@@ -50,6 +50,10 @@ def runners_up(plan: Plan, task: SubTask, beam: int) -> list[str]:
     return ids
 
 
+#: Partial plans kept by the joint search in ``rerank`` mode (1: greedy).
+JOINT_WIDTH = 8
+
+
 def plan_without_llm(
     finder: CandidateFinder,
     subtasks: Sequence[SubTask],
@@ -58,28 +62,52 @@ def plan_without_llm(
     *,
     use_graph: bool = True,
     beam: int = 0,
+    width: int | None = None,
 ) -> Plan:
     """``beam``: how many runners-up of each needed sub-task's list also lend their
-    neighbours (at a share of the bonus)."""
-    plan = Plan(list(subtasks), {}, "graph" if use_graph else "retrieval")
+    neighbours (at a share of the bonus).
+
+    ``width`` > 1 searches the picks jointly: the ``width`` best partial plans are kept
+    per sub-task (in topological order), each extended by its ``width`` best unused
+    candidates, and the plan whose picks' scores add up highest wins. It is meant for
+    ``rerank`` mode, whose scores are log-odds (retrieval's rank prior plus edge
+    evidence): an earlier pick that is retrieval's second but joined to the tools after
+    it can then beat retrieval's first, where the greedy walk would have committed to
+    the first and let the mistake propagate. Ties keep the greedy plan, so a graph
+    without evidence leaves retrieval's picks as they are. Default: ``JOINT_WIDTH`` in
+    ``rerank`` mode with the graph, else 1.
+    """
+    if width is None:
+        width = JOINT_WIDTH if finder.mode == "rerank" and use_graph else 1
+    paths = [(0.0, Plan(list(subtasks), {}, "graph" if use_graph else "retrieval"))]
     for task in topological(subtasks):
-        after = chosen_tool_ids(plan, finder, task)
-        candidates = finder.find(
-            task.text,
-            vectors[task.id],
-            k,
-            after=after,
-            beam=runners_up(plan, task, beam),
-            category=task.category,
-            use_graph=use_graph,
-        )
-        pick = best_candidate(candidates, set(plan.choices.values()))
-        if pick is None:
-            plan.decisions.append(Decision(task.id, candidates, None, "no candidate at all"))
-            continue
-        plan.choices[task.id] = pick.tool
-        plan.decisions.append(Decision(task.id, candidates, pick.tool, _reason(pick)))
-    return plan
+        grown: list[tuple[float, Plan]] = []
+        for total, plan in paths:
+            candidates = finder.find(
+                task.text,
+                vectors[task.id],
+                k,
+                after=chosen_tool_ids(plan, finder, task),
+                beam=runners_up(plan, task, beam),
+                category=task.category,
+                use_graph=use_graph,
+            )
+            used = set(plan.choices.values())
+            options = [c for c in candidates if c.tool not in used] or candidates[:1]
+            if not options:
+                plan.decisions.append(Decision(task.id, candidates, None, "no candidate at all"))
+                grown.append((total, plan))
+                continue
+            for pick in options[:width]:
+                step = Plan(plan.subtasks, dict(plan.choices), plan.policy)
+                step.decisions = [*plan.decisions]
+                step.choices[task.id] = pick.tool
+                step.decisions.append(Decision(task.id, candidates, pick.tool, _reason(pick)))
+                grown.append((total + pick.score, step))
+        # Stable: among equal totals (rounded against float noise) the greedy plan leads.
+        grown.sort(key=lambda item: -round(item[0], 9))
+        paths = grown[:width]
+    return paths[0][1]
 
 
 def _reason(pick: Candidate) -> str:

@@ -27,21 +27,39 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from graph_store.ingest.catalog import FORMATS
 from graph_store.models import EdgeKind
 
 DEFAULT_PATH = Path(__file__).with_name("edge_trust.json")
 
 
+#: Edge origins a catalog file states itself (its own graph: TaskBench's
+#: ``graph_desc.json``, ToolBench's relations, ...), as opposed to edges toolgraph
+#: infers (``schema``: the rule pass over schemas; ``llm``) or observes (``calls``).
+DECLARED_ORIGINS = frozenset(FORMATS)
+
+
 @dataclass(frozen=True)
 class EdgeTrust:
-    #: Share of real transitions that follow an edge of each kind (0 = ignore the kind).
+    #: Share of real transitions that follow an edge of each kind that toolgraph made
+    #: itself (the schema rule pass, observed call sequences; 0 = ignore the kind).
     coverage: Mapping[EdgeKind, float]
     #: How steeply retrieval's log-prior falls with rank (nats per log-rank).
     decay: float
+    #: Share of real transitions that follow an edge the catalog declares (any kind);
+    #: ``None``: as ``coverage``.
+    declared: float | None = None
 
-    def evidence(self, kind: EdgeKind, degree: int, catalog: int) -> float:
-        """Nats for "this tool is a ``kind``-neighbour of the one before", never negative."""
-        share = self.coverage.get(kind, 0.0)
+    def share(self, kind: EdgeKind, origin: str = "") -> float:
+        """The coverage that applies to an edge of ``kind`` made by ``origin``."""
+        if self.declared is not None and origin in DECLARED_ORIGINS:
+            return self.declared
+        return self.coverage.get(kind, 0.0)
+
+    def evidence(self, kind: EdgeKind, degree: int, catalog: int, origin: str = "") -> float:
+        """Nats for "this tool is a ``kind``-neighbour of the one before", never negative;
+        ``degree`` counts the edges of the same kind and origin class leaving that tool."""
+        share = self.share(kind, origin)
         if share <= 0.0 or degree <= 0 or catalog <= 1:
             return 0.0
         return max(0.0, math.log(share * catalog / degree))
@@ -51,10 +69,13 @@ class EdgeTrust:
         return -self.decay * math.log1p(rank)
 
     def to_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "coverage": {kind.value: share for kind, share in self.coverage.items()},
             "decay": self.decay,
         }
+        if self.declared is not None:
+            data["declared"] = self.declared
+        return data
 
 
 def load_trust(path: Path = DEFAULT_PATH) -> EdgeTrust:
@@ -63,8 +84,10 @@ def load_trust(path: Path = DEFAULT_PATH) -> EdgeTrust:
         data = json.loads(path.read_text(encoding="utf-8"))
         coverage = {EdgeKind(k): float(v) for k, v in data["coverage"].items()}
         decay = float(data["decay"])
+        declared = None if data.get("declared") is None else float(data["declared"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"cannot read the edge trust file {path}: {exc}") from exc
-    if decay <= 0 or any(not 0.0 <= share <= 1.0 for share in coverage.values()):
+    shares = [*coverage.values(), *([] if declared is None else [declared])]
+    if decay <= 0 or any(not 0.0 <= share <= 1.0 for share in shares):
         raise ValueError(f"{path}: decay must be > 0 and every coverage within [0, 1]")
-    return EdgeTrust(coverage, decay)
+    return EdgeTrust(coverage, decay, declared)

@@ -13,6 +13,8 @@ from eval.plan_data import Dataset
 from graph_store.models import EdgeKind
 from proxy.cli import main
 from proxy.plan.candidates import CandidateFinder
+from proxy.plan.model import SubTask
+from proxy.plan.policy import plan_without_llm
 from proxy.plan.trust import EdgeTrust, load_trust
 from retriever.embedder import Encoder
 from retriever.index import ToolIndex
@@ -88,3 +90,58 @@ def test_eval_plan_scores_the_baseline_and_the_shipped_default_unless_told(
     scores = json.loads(out.read_text())
     assert set(scores) == {"retrieval", "default"}
     assert scores["default"]["link_f1@3"] >= scores["retrieval"]["link_f1@3"]
+
+
+def test_declared_edges_take_their_own_coverage() -> None:
+    trust = EdgeTrust({kind: 0.0 for kind in EdgeKind}, decay=1.0, declared=1.0)
+    assert trust.evidence(EdgeKind.STRONG_DEP, 2, 200, origin="taskbench") == pytest.approx(
+        math.log(100)
+    )
+    assert trust.evidence(EdgeKind.STRONG_DEP, 2, 200, origin="schema") == 0.0
+    assert trust.evidence(EdgeKind.SEQUENTIAL, 2, 200, origin="calls") == 0.0
+    inferred_only = EdgeTrust({EdgeKind.SEQUENTIAL: 0.5}, decay=1.0)
+    assert inferred_only.evidence(EdgeKind.SEQUENTIAL, 1, 10, origin="taskbench") == (
+        pytest.approx(math.log(5))
+    )
+    assert load_trust().to_json() == json.loads(
+        (Path(__file__).parents[2] / "proxy/plan/edge_trust.json").read_text()
+    )
+
+
+def chain(text: str) -> list[SubTask]:
+    return [SubTask(id="s1", text=text), SubTask(id="s2", text=text, needs=("s1",))]
+
+
+def test_the_joint_search_takes_the_root_the_next_tool_vouches_for(
+    dataset: Dataset, index: ToolIndex, encoder: Encoder
+) -> None:
+    text = "reserve a hotel room"
+    subtasks = chain(text)
+    vectors = {t.id: encoder.encode([text])[0] for t in subtasks}
+    finder = CandidateFinder(dataset.store, index, mode="rerank", trust=SURE)
+    assert [c.tool for c in finder.retrieve(text, vectors["s1"], 2)] == [
+        "book_hotel",
+        "hotel_search",
+    ]
+    greedy = plan_without_llm(finder, subtasks, vectors, 5, width=1)
+    joint = plan_without_llm(finder, subtasks, vectors, 5)
+    assert greedy.choices["s1"] == "book_hotel"  # retrieval's first, then its neighbour
+    # hotel_search is retrieval's second, but its only edge leads to book_hotel
+    assert joint.choices == {"s1": "hotel_search", "s2": "book_hotel"}
+    assert joint.links() == [("hotel_search", "book_hotel")]
+    scores = [sum(d.candidates[[c.tool for c in d.candidates].index(d.chosen)].score
+                  for d in p.decisions if d.chosen) for p in (greedy, joint)]  # fmt: skip
+    assert scores[1] > scores[0]
+
+
+def test_without_evidence_the_joint_search_keeps_the_greedy_picks(
+    dataset: Dataset, index: ToolIndex, encoder: Encoder
+) -> None:
+    blind = EdgeTrust({kind: 0.0 for kind in EdgeKind}, decay=1.0)
+    finder = CandidateFinder(dataset.store, index, mode="rerank", trust=blind)
+    for text in ("reserve a hotel room", "book a flight and text my wife"):
+        subtasks = [*chain(text), SubTask(id="s3", text=text, needs=("s2",))]
+        vectors = {t.id: encoder.encode([text])[0] for t in subtasks}
+        retrieved = [c.tool for c in finder.retrieve(text, vectors["s1"], 3)]
+        joint = plan_without_llm(finder, subtasks, vectors, 5)
+        assert [joint.choices[t.id] for t in subtasks] == retrieved
