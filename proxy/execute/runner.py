@@ -6,6 +6,11 @@ depends on (and any ``background``: earlier results of the conversation) before
 the call; without one, they go as the plan bound them. A call whose tool and
 arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
 is answered from there instead of running again.
+
+Each output is compressed once, as its call finishes and inside the call's
+timeout (the scheduler's window covers all of :meth:`CatalogRunner.run`): the
+calls that depend on it and the answer read that one text, the bytes metric
+counts it once, and a slow field choice delays only its own call, not the plan.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from graph_store.models import Tool
 from proxy import json_codec
 from proxy.errors import ToolError
 from proxy.execute.arguments import ArgumentWriter, NoValidArguments
-from proxy.execute.compress import Compressor
+from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
 from proxy.execute.plan import PlanNode
 from proxy.llm import ChatModel
@@ -42,8 +47,7 @@ class CatalogRunner:
         self._writer = writer
         self._compressor = compressor or Compressor(4000)
         self._model = model
-        self.compressed: dict[str, str] = {}  # node id → what prompts see of its output
-        self._node_tools: dict[str, Tool] = {}  # node id → its tool, learnt as nodes run
+        self.compressed: dict[str, Compressed] = {}  # node id → what prompts see of its output
         self._reuse = reuse or {}
         self._background = background or {}
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
@@ -63,32 +67,38 @@ class CatalogRunner:
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
         tool = self.tool(node)
-        self._node_tools[node.id] = tool
         if self._writer is not None:
-            inputs = dict(self._background)
-            inputs.update(
-                {dep: await self._compressed(dep, output) for dep, output in context.items()}
-            )
-            try:
-                written = await self._writer.write(tool, node.task, arguments, inputs, self._model)
-            except NoValidArguments as exc:
-                self.attempts[node.id] = exc.attempts
-                raise
-            self.attempts[node.id] = written.attempts
-            arguments.clear()
-            arguments.update(written.arguments)
+            await self._write(self._writer, node, tool, arguments, context)
+        output = await self._call(node, tool, arguments)
+        self.compressed[node.id] = await self._compressor.compress(tool, output, self._model)
+        return output
+
+    async def _write(
+        self,
+        writer: ArgumentWriter,
+        node: PlanNode,
+        tool: Tool,
+        arguments: dict[str, JsonValue],
+        context: Mapping[str, JsonValue],
+    ) -> None:
+        inputs = dict(self._background)
+        # Every dependency ran (and was compressed) before this call could start.
+        inputs.update({dep: self.compressed[dep].text for dep in context})
+        try:
+            written = await writer.write(tool, node.task, arguments, inputs, self._model)
+        except NoValidArguments as exc:
+            self.attempts[node.id] = exc.attempts
+            raise
+        self.attempts[node.id] = written.attempts
+        arguments.clear()
+        arguments.update(written.arguments)
+
+    async def _call(self, node: PlanNode, tool: Tool, arguments: dict[str, JsonValue]) -> JsonValue:
         earlier = self._reuse.get(call_key(tool.name, arguments), _ABSENT)
         if earlier is not _ABSENT:
             self.reused.add(node.id)
             return copy.deepcopy(earlier)
         return await self._invoker.invoke(tool, arguments)
-
-    async def _compressed(self, node_id: str, output: JsonValue) -> str:
-        if node_id not in self.compressed:
-            tool = self._node_tools[node_id]  # it ran before anything that depends on it
-            result = await self._compressor.compress(tool, output, self._model)
-            self.compressed[node_id] = result.text
-        return self.compressed[node_id]
 
 
 _ABSENT: JsonValue = {"\0absent": True}

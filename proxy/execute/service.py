@@ -4,8 +4,9 @@
 the shared httpx client under the catalog's egress policy, the built-in tools'
 sandbox, the field-list cache (Redis when configured) and the argument writer.
 Per request, :meth:`ToolExecutor.execute` runs a plan with the request's model and
-returns every call's record with the compressed text of each output; orchestrate
-mode calls it between planning and answering.
+returns every call's record with the compressed text of each output (compressed as
+its call finished, inside the call's timeout: :mod:`proxy.execute.runner`);
+orchestrate mode calls it between planning and answering.
 """
 
 from __future__ import annotations
@@ -114,11 +115,9 @@ class ToolExecutor:
         """
         runner = self.runner(tools, model, reuse, background)
         run = await self.scheduler.execute(plan, runner, observer, client=client)
-        executed = ExecutedPlan(run, attempts=runner.attempts, reused=runner.reused)
-        for node_id, record in run.records.items():
-            if record.outcome is Outcome.OK:
-                tool = runner.tool(record.node)
-                executed.compressed[node_id] = await self.compressor.compress(
-                    tool, record.output, model
-                )
-        return executed
+        compressed = {
+            node_id: runner.compressed[node_id]
+            for node_id, record in run.records.items()
+            if record.outcome is Outcome.OK
+        }
+        return ExecutedPlan(run, compressed, attempts=runner.attempts, reused=runner.reused)

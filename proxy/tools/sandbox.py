@@ -100,6 +100,10 @@ class Sandbox:
             except TimeoutError:
                 server.kill()
                 await server.wait()
+            # Reading to the end lets asyncio close the pipe's transport now, not when
+            # the loop that would have seen its end is gone (a ResourceWarning).
+            assert server.stdout is not None
+            await server.stdout.read()
         if self._directory is not None:
             self._directory.cleanup()
             self._directory = None

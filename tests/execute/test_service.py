@@ -6,12 +6,15 @@ import asyncio
 import json
 import os
 import signal
+from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor
+from proxy.execute.compress import serialize
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.invocation import make_http_client
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
@@ -19,11 +22,15 @@ from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
 from proxy.tools.catalog import builtin_tools
+from tests.execute.tool_server import serve_tools
 from tests.tools.test_sandbox import children
 
 
 def prompt_of(request: object) -> str:
-    body = getattr(request, "body", {})
+    return messages_of(getattr(request, "body", {}))
+
+
+def messages_of(body: Any) -> str:
     return "\n".join(m["content"] for m in body["messages"])
 
 
@@ -94,6 +101,114 @@ async def test_a_plan_runs_from_settings_to_compressed_results(
     assert set(done.answer_inputs()) == {"field", "centre"}
     assert ("centre", None) in events
     assert ("centre", Outcome.OK) in events
+
+
+def response_bytes(stage: str) -> float:
+    sample = REGISTRY.get_sample_value("toolgraph_tool_response_bytes_total", {"stage": stage})
+    return sample or 0.0
+
+
+LAPLACE = PlanNode(
+    id="field",
+    tool="run_simulation",
+    task="laplace",
+    arguments={"sim_type": "laplace2d", "params": {"nx": 21, "top": 1}},
+)
+KEEP_CENTRE = Script(text=json.dumps({"keep": ["center", "converged"]}))
+
+
+def asks_for_fields(body: Any) -> bool:
+    """Whether an upstream request asks for a tool's field list (``prompts/select_fields.md``)."""
+    return "Fields of its response" in messages_of(body)
+
+
+async def test_an_output_that_feeds_another_call_is_compressed_and_counted_once(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    executor = ToolExecutor(Executor(sandbox_timeout=5, compress_chars=200))
+    tools = {tool.name: tool for tool in builtin_tools()}
+    plan = ToolPlan(
+        nodes=(
+            LAPLACE,
+            PlanNode(
+                id="centre",
+                tool="evaluate_expression",
+                task="Twice the centre potential",
+                inputs=(Binding(source="field", path="center", target="variables.v"),),
+            ),
+        )
+    )
+    upstream.enqueue(KEEP_CENTRE, Script(text=json.dumps({"expression": "2*v"})))
+    raw, compressed = response_bytes("raw"), response_bytes("compressed")
+    try:
+        done = await executor.execute(plan, tools, model)
+    finally:
+        await executor.aclose()
+    assert done.run.ok, done.run.unfinished()
+    outputs = done.run.outputs()
+    assert set(done.compressed) == set(outputs) == {"field", "centre"}
+    assert response_bytes("raw") - raw == sum(
+        len(serialize(output).encode()) for output in outputs.values()
+    )
+    assert response_bytes("compressed") - compressed == sum(
+        len(result.text.encode()) for result in done.compressed.values()
+    )
+    assert done.compressed["field"].method == "fields"
+
+
+async def test_a_call_is_compressed_as_it_finishes_while_others_still_run(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    # The gate's call ends only once run_simulation's field list is asked for: with
+    # compression after the whole plan, it would wait for its own timeout instead.
+    loop = asyncio.get_running_loop()
+    async with serve_tools() as server:
+
+        def open_gate(body: dict[str, Any]) -> Script | None:
+            if not asks_for_fields(body):
+                return None
+            loop.call_soon_threadsafe(server.gate.set)
+            return KEEP_CENTRE
+
+        upstream.responder = open_gate
+        settings = Executor(
+            sandbox_timeout=5,
+            compress_chars=200,
+            call_timeout=60,
+            deadline=120,
+            allowed_hosts=["127.0.0.1"],
+            allow_private_networks=True,
+        )
+        executor = ToolExecutor(settings)
+        tools = {tool.name: tool for tool in builtin_tools()}
+        tools["gate"] = metadata_tool(f"{server.url}/gate")
+        plan = ToolPlan(nodes=(LAPLACE, PlanNode(id="gate", tool="gate")))
+        try:
+            done = await executor.execute(plan, tools, model)
+        finally:
+            await executor.aclose()
+    assert done.run.ok, done.run.unfinished()
+    assert done.run.outputs()["gate"] == {"opened": True}
+    assert done.compressed["field"].method == "fields"
+    assert len(upstream.requests) == 1
+
+
+async def test_a_field_choice_that_overruns_ends_with_its_call(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    executor = ToolExecutor(Executor(sandbox_timeout=5, compress_chars=200, call_timeout=5))
+    tools = {tool.name: tool for tool in builtin_tools()}
+    upstream.enqueue(Script(hang=True))  # the field list never comes
+    try:
+        await executor.sandbox.start()
+        async with asyncio.timeout(60):  # the upstream's own read timeout is 300 s
+            done = await executor.execute(ToolPlan(nodes=(LAPLACE,)), tools, model)
+    finally:
+        await executor.aclose()
+    record = done.run.records["field"]
+    assert record.outcome is Outcome.TIMEOUT, record.describe()
+    assert asks_for_fields(upstream.requests[0].body)  # the call itself had finished
+    assert not done.compressed
 
 
 async def test_a_shared_client_stays_open_for_its_owner() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ class ToolServer:
     url: str = ""
     hits: Counter[str] = field(default_factory=Counter)
     last: dict[str, object] = field(default_factory=dict)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)  # /gate answers once it is set
 
 
 async def _echo(request: web.Request, server: ToolServer) -> web.Response:
@@ -61,12 +63,17 @@ async def serve_tools() -> AsyncIterator[ToolServer]:
     async def redirect(request: web.Request) -> web.Response:
         raise web.HTTPFound(request.query["to"])
 
+    async def gate(request: web.Request) -> web.Response:
+        await server.gate.wait()
+        return web.json_response({"opened": True})
+
     app.router.add_route("*", "/hotels/{hotel_id}", echo)
     app.router.add_route("*", "/echo", echo)
     app.router.add_route("*", "/flaky/{status}", flaky)
     app.router.add_get("/big", big)
     app.router.add_get("/leaky", leaky)
     app.router.add_get("/redirect", redirect)
+    app.router.add_get("/gate", gate)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
