@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from pydantic import JsonValue
 
-from proxy import json_codec
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError
+from proxy.protocol.chat import read_completion
 from proxy.upstream import Target, Upstream
 
 Message = dict[str, str]
@@ -66,16 +66,15 @@ class UpstreamModel:
         }
         if json:
             body["response_format"] = {"type": "json_object"}
-        answer = await self._upstream.complete(self._target, body, None, self._context)
-        try:
-            payload = json_codec.loads(answer.content)
-            choice = payload["choices"][0]
-            text = choice["message"]["content"] or ""
-        except (json_codec.DecodeError, KeyError, IndexError, TypeError):
-            raise UpstreamError("the upstream's answer was not a chat completion") from None
-        usage = payload.get("usage") or {}
+        reply = await self._upstream.complete(self._target, body, None, self._context)
+        answer = read_completion(reply.content)
+        if not answer.choices or "message" not in answer.choices[0].model_fields_set:
+            raise UpstreamError("the upstream's answer was not a chat completion")
+        choice = answer.choices[0]
+        usage = answer.usage.model_dump() if answer.usage else {}
         counts = {k: v for k, v in usage.items() if isinstance(v, int)}
-        return ModelReply(str(text), counts, truncated=choice.get("finish_reason") == "length")
+        text = choice.message.content or ""
+        return ModelReply(text, counts, truncated=choice.finish_reason == "length")
 
 
 @dataclass(slots=True)
