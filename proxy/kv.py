@@ -32,6 +32,8 @@ In Redis a use's entries are counted in a sorted set beside them
 (``toolgraph:~NAME``: its keys in order of writing) that one Lua script per write
 keeps in step, so every worker and replica shares the one bound. In both backends
 an entry that expired leaves the count when room is made, from the oldest write on.
+The script deletes the entries it evicts by name, which one Redis server (or a
+Sentinel's primary) allows; Redis Cluster would want a use's keys in one hash slot.
 """
 
 from __future__ import annotations
