@@ -30,13 +30,16 @@ from starlette.requests import HTTPConnection
 
 from graph_store.store import open_store
 from proxy import metrics
-from proxy.chat.service import ChatService
+from proxy.chat.service import ChatService, Rewrite
 from proxy.config import Settings
 from proxy.execute.service import ToolExecutor
 from proxy.orchestrate.catalog import CatalogService
+from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
+from proxy.protocol.chat import Mode
+from proxy.protocol.mode import ChatMode, Modes
 from proxy.readiness import Check, Readiness, http_check, neo4j_check, redis_check
 from proxy.registry.service import ToolRegistry
 from proxy.select.service import SelectService
@@ -54,7 +57,7 @@ class AppServices:
 
     settings: Settings
     router: ModelRouter
-    chat: ChatService
+    modes: Modes  # chat completions' dispatch table
     orchestrator: Orchestrator
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
     readiness: Readiness
@@ -111,15 +114,7 @@ async def open_services(
     return AppServices(
         settings=settings,
         router=router,
-        chat=ChatService(
-            router,
-            upstreams,
-            settings.limits,
-            settings.timeouts.request,
-            settings.secrets(),
-            select=select,
-            default_mode=settings.default_mode,
-        ),
+        modes=_modes(settings, router, upstreams, select, orchestrator),
         orchestrator=orchestrator,
         registry=registry,
         readiness=Readiness(_checks(settings, redis, session, catalog)),
@@ -127,6 +122,28 @@ async def open_services(
         admin_key=_key_bytes(settings.admin_key),
         started_at=int(time.time()),
     )
+
+
+def _modes(
+    settings: Settings,
+    router: ModelRouter,
+    upstreams: Upstreams,
+    select: SelectService,
+    orchestrator: Orchestrator,
+) -> Modes:
+    """Chat completions' modes by name. Passthrough and select are one service,
+    select's with the retriever's rewrite of ``tools`` in front."""
+
+    def chat(rewrite: Rewrite | None = None) -> ChatService:
+        limits, timeout = settings.limits, settings.timeouts.request
+        return ChatService(router, upstreams, limits, timeout, settings.secrets(), rewrite)
+
+    services: dict[Mode, ChatMode] = {
+        "passthrough": chat(),
+        "select": chat(select.rewrite),
+        "orchestrate": OrchestrateMode(orchestrator),
+    }
+    return Modes(services, settings.default_mode)
 
 
 def _checks(

@@ -1,4 +1,8 @@
-"""The HTTP face of chat completions: read, check, hand to the service, answer.
+"""The HTTP face of chat completions: read, check, decide the mode, hand the request
+to that mode's service, answer JSON for a reply and server-sent events for a stream.
+
+The mode is decided once, here, into the request's context; the services behind
+:class:`~proxy.protocol.mode.Modes` all have one shape (:class:`~proxy.protocol.mode.ChatMode`).
 
 This is a plain Starlette route, not a FastAPI one: the body is read and checked
 here anyway, and skipping FastAPI's dependency solving saves about 0.05 ms of the
@@ -19,34 +23,46 @@ from proxy.auth import authenticate
 from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
-from proxy.orchestrate.router import orchestrate
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.protocol.chat import ChatCompletionRequest, parse_request
+from proxy.protocol.mode import Answer, ChatCall, Events
 from proxy.services import services_of
 from proxy.streaming import EventStreamResponse
+
+IDEMPOTENCY_KEY = "idempotency-key"
 
 
 async def create_chat_completion(request: Request) -> Response:
     await authenticate(request)
     services = services_of(request)
-    service = services.chat
+    modes = services.modes
     context: RequestContext = request.state.context
     limits = services.settings.limits
     raw = await read_body(request, limits.max_body_bytes)
-    mode = request.headers.get("x-toolgraph-mode")
+    header = request.headers.get("x-toolgraph-mode")
     if len(raw) <= ON_LOOP_BYTES:
-        body, chat_request = parse_body(raw, mode, limits)
+        body, chat_request = parse_body(raw, header, limits)
     else:  # in pieces, off the loop: see proxy.protocol.body
-        body, chat_request = await asyncio.to_thread(parse_body, raw, mode, limits, batched=True)
-    if service.mode_of(chat_request) == "orchestrate":
-        return await orchestrate(request, chat_request, body, raw, context)
-    if not chat_request.stream:
-        async with cancelled_on_disconnect(request.receive):
-            reply = await service.complete(chat_request, body, raw, context)
-        return Response(reply.content, media_type="application/json", headers=reply.headers)
+        body, chat_request = await asyncio.to_thread(parse_body, raw, header, limits, batched=True)
+    mode = chat_request.resolve_mode(modes.default)  # decided here, and only here
+    context.mode = mode
+    service = modes.service(mode)
+    call = ChatCall(chat_request, body, raw, context, request.headers.get(IDEMPOTENCY_KEY))
     async with cancelled_on_disconnect(request.receive):
-        stream = await service.open_stream(chat_request, body, raw, context)
-    return EventStreamResponse(service.relay_events(stream, context), stream.headers)
+        answer = await (service.stream(call) if chat_request.stream else service.complete(call))
+    return respond(answer)
+
+
+def respond(answer: Answer) -> Response:
+    """JSON for a whole answer, server-sent events for a stream."""
+    if isinstance(answer, Events):
+        return EventStreamResponse(answer.events, answer.headers)
+    return Response(
+        answer.content,
+        status_code=answer.status,
+        media_type="application/json",
+        headers=answer.headers,
+    )
 
 
 def parse_body(

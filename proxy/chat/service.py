@@ -1,27 +1,36 @@
-"""Chat completions, without HTTP: choose the upstream, call it, shape the answer."""
+"""Passthrough and select modes, without HTTP: choose the upstream, call it, relay its answer.
+
+Select mode is this service with a ``rewrite`` (:meth:`SelectService.rewrite
+<proxy.select.service.SelectService.rewrite>`) handed in where the app is wired:
+neither package imports the other.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal
+from typing import Any
 
 from proxy import metrics
 from proxy.config import Limits
 from proxy.context import RequestContext
-from proxy.errors import InvalidRequest, ToolgraphError, UpstreamTimeout
+from proxy.errors import ToolgraphError, UpstreamTimeout
 from proxy.protocol.chat import ChatCompletionRequest
-from proxy.select.service import SelectService
+from proxy.protocol.mode import ChatCall, Events
 from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstreams, within
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["passthrough", "select", "orchestrate"]
+#: What select mode does to a request before it goes upstream: its tools cut down.
+Rewrite = Callable[[ChatCompletionRequest, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class ChatService:
+    """Passthrough mode, and with a ``rewrite`` select mode: one upstream call,
+    its answer relayed as the upstream sent it."""
+
     def __init__(
         self,
         router: ModelRouter,
@@ -29,58 +38,29 @@ class ChatService:
         limits: Limits,
         request_timeout: float,
         secrets: Sequence[str],
-        select: SelectService | None = None,
-        default_mode: Mode = "passthrough",
+        rewrite: Rewrite | None = None,
     ) -> None:
-        self._select = select
-        self._default_mode = default_mode
+        self._rewrite = rewrite
         self._router = router
         self._upstreams = upstreams
         self._limits = limits
         self._request_timeout = request_timeout
         self._secrets = tuple(secrets)
 
-    def mode_of(self, request: ChatCompletionRequest) -> Mode:
-        """The request's own mode, else the configured one where it fits the request.
-
-        A request that brings tools or tool results of its own runs them itself: the
-        configured default never orchestrates it, and never selects without tools.
-        """
-        if request.toolgraph is not None and request.toolgraph.mode is not None:
-            return request.toolgraph.mode
-        mode = self._default_mode
-        if mode == "orchestrate" and (request.tools or _has_tool_results(request)):
-            return "passthrough"
-        if mode == "select" and not request.tools:
-            return "passthrough"
-        return mode
-
-    async def complete(
-        self,
-        request: ChatCompletionRequest,
-        body: dict[str, Any],
-        raw: bytes,
-        context: RequestContext,
-    ) -> Reply:
-        body = await self._select_tools(request, body)
-        target, body, same_bytes = self._prepare(request, body, context)
-        upstream = self._upstreams.for_target(target)
+    async def complete(self, call: ChatCall) -> Reply:
+        target, body, raw = await self._prepare(call)
         async with self._deadline():
-            return await upstream.complete(target, body, raw if same_bytes else None, context)
+            return await self._upstreams.for_target(target).complete(
+                target, body, raw, call.context
+            )
 
-    async def open_stream(
-        self,
-        request: ChatCompletionRequest,
-        body: dict[str, Any],
-        raw: bytes,
-        context: RequestContext,
-    ) -> EventStream:
+    async def stream(self, call: ChatCall) -> Events:
         """Start the upstream's stream; errors before its first byte are raised here."""
-        body = await self._select_tools(request, body)
-        target, body, same_bytes = self._prepare(request, body, context)
+        target, body, raw = await self._prepare(call)
         upstream = self._upstreams.for_target(target)
         async with self._deadline():
-            return await upstream.stream(target, body, raw if same_bytes else None, context)
+            stream = await upstream.stream(target, body, raw, call.context)
+        return Events(self.relay_events(stream, call.context), stream.headers)
 
     async def relay_events(
         self, stream: EventStream, context: RequestContext
@@ -107,34 +87,22 @@ class ChatService:
         finally:
             await stream.aclose()
 
-    def _prepare(
-        self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
-    ) -> tuple[Target, dict[str, Any], bool]:
+    async def _prepare(self, call: ChatCall) -> tuple[Target, dict[str, Any], bytes | None]:
+        """Where the request goes, its body, and its bytes when they can go as they are."""
+        request, body = call.request, call.body
+        if self._rewrite is not None:
+            # Tool names are forwarded unchanged, so the answer's tool_calls need no mapping.
+            body = await self._rewrite(request, body)
         target = self._router.resolve(request.model)
-        context.mode = self.mode_of(request)
-        context.model = target.label
-        if target.model == request.model and "toolgraph" not in body:
-            return target, body, True
+        call.context.model = target.label
+        if target.model == request.model and "toolgraph" not in body and body is call.body:
+            return target, body, call.raw
         outgoing = {k: v for k, v in body.items() if k != "toolgraph"}
         outgoing["model"] = target.model
-        return target, outgoing, False
-
-    async def _select_tools(
-        self, request: ChatCompletionRequest, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        # Tool names are forwarded unchanged, so the answer's tool_calls need no mapping.
-        if self.mode_of(request) != "select":
-            return body
-        if self._select is None:
-            raise InvalidRequest("select mode is not enabled here", param="toolgraph.mode")
-        return await self._select.rewrite(request, body)
+        return target, outgoing, None
 
     def _deadline(self) -> AbstractAsyncContextManager[None]:
         return within(self._request_timeout)
 
     def _remaining(self, context: RequestContext) -> float:
         return max(0.0, self._request_timeout - context.elapsed())
-
-
-def _has_tool_results(request: ChatCompletionRequest) -> bool:
-    return any(message.role in ("tool", "function") for message in request.messages)

@@ -74,7 +74,7 @@ class Orchestrator:
                 "orchestrate mode answers with one choice: 'n' must be 1", param="n"
             )
         target = self._router.resolve(request.model)
-        context.mode, context.model = "orchestrate", target.label
+        context.model = target.label
         return Turn(
             request,
             body,

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from proxy import metrics
 from proxy.errors import InvalidRequest, ToolgraphError
-from proxy.protocol.chat import ChatCompletionRequest
+from proxy.protocol.chat import ChatCompletionRequest, ToolgraphOptions
 from retriever.config import RetrieverConfig
 from retriever.errors import InvalidTools, ModelNotFound
 
@@ -86,8 +86,7 @@ class SelectService:
                 param="tools",
                 code="missing_tools",
             )
-        options = request.toolgraph
-        assert options is not None
+        options = request.toolgraph or ToolgraphOptions()  # select is the configured default
         try:
             await self.start()
         except ModelNotFound as exc:

@@ -24,10 +24,12 @@ FORWARDED_HEADER_PREFIXES = ("x-ratelimit-", "retry-after", "x-should-retry")
 
 @dataclass(slots=True)
 class Reply:
-    """A whole (non-streamed) chat completion, as the bytes the client will receive."""
+    """A whole (non-streamed) answer, as the bytes the client will receive: a chat
+    completion, or a stored answer replayed (``status`` is then its own)."""
 
     content: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    status: int = 200
 
 
 class EventStream(Protocol):

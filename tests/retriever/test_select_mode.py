@@ -118,6 +118,22 @@ def test_the_mode_header_selects_too(
     assert len(names) <= 8  # retriever.select_top_k
 
 
+def test_the_configured_default_mode_selects_a_request_that_names_none(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    # Nothing in the body changes but its tools: the client's own bytes must not go.
+    server = start_proxy(upstream_api_key="sk-upstream", default_mode="select")
+    with sdk(server) as client:
+        client.chat.completions.create(
+            model="gpt-x",
+            messages=user("what's the mortgage payment on 300k over 25 years"),
+            tools=client_tools(),
+        )
+    names = forwarded(upstream)
+    assert "calculate_mortgage" in names
+    assert len(names) <= 8  # retriever.select_top_k
+
+
 def test_passthrough_forwards_every_tool(
     client: openai.OpenAI, proxy: ServerThread, upstream: FakeUpstream
 ) -> None:
