@@ -6,10 +6,11 @@ import pytest
 
 from proxy import json_codec
 from proxy.errors import UpstreamError
-from proxy.protocol.base import dump_json, unset
+from proxy.protocol.base import ErrorResponse, dump_json, unset
 from proxy.protocol.chat import (
     ChatCompletionChunk,
     ChoiceDelta,
+    Mode,
     parse_request,
     read_chunk,
     read_completion,
@@ -58,3 +59,34 @@ def test_what_is_not_a_completion_is_an_upstream_error(content: bytes) -> None:
 def test_an_event_that_is_not_a_chunk_is_an_upstream_error() -> None:
     with pytest.raises(UpstreamError, match="not a chunk"):
         read_chunk({"choices": [{"delta": "text"}]})
+
+
+def test_an_upstream_error_event_is_read_with_its_unknown_fields() -> None:
+    payload = {"error": {"message": "overloaded", "type": "server_error", "retry_in": 2}}
+    error = ErrorResponse.model_validate(payload)
+    assert error.error.message == "overloaded"
+    assert json_codec.loads(dump_json(error)) == payload
+
+
+TOOLS = [{"type": "function", "function": {"name": "f"}}]
+ASKED = {"role": "user", "content": "hi"}
+RESULT = {"role": "tool", "content": "4", "tool_call_id": "c1"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "default", "mode"),
+    [
+        ({}, "passthrough", "passthrough"),
+        ({}, "orchestrate", "orchestrate"),
+        ({"tools": TOOLS}, "orchestrate", "passthrough"),  # the client runs its own tools
+        ({"messages": [ASKED, RESULT]}, "orchestrate", "passthrough"),
+        ({}, "select", "passthrough"),  # nothing to select from
+        ({"tools": TOOLS}, "select", "select"),
+        ({"toolgraph": {"mode": "orchestrate"}, "tools": TOOLS}, "select", "orchestrate"),
+    ],
+)
+def test_the_mode_is_the_request_s_own_else_the_default_where_it_fits(
+    extra: dict[str, object], default: Mode, mode: Mode
+) -> None:
+    request = parse_request({"model": "m", "messages": [ASKED], **extra})
+    assert request.resolve_mode(default) == mode
