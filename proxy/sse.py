@@ -53,13 +53,17 @@ class EventCutter:
         """The events ``piece`` completes, up to the last blank line; ``b""`` when none."""
         if b"\r" in piece:
             piece = piece.replace(b"\r\n", b"\n")
-        pending = self._pending + piece
-        cut = pending.rfind(b"\n\n")
+        if self._pending:
+            piece = self._pending + piece
+        cut = piece.rfind(b"\n\n")
         if cut < 0:
-            self._pending = pending
+            self._pending = piece
             return b""
-        self._pending = pending[cut + 2 :]
-        return pending[: cut + 2]
+        if cut + 2 == len(piece):  # the usual piece: whole events, passed on uncopied
+            self._pending = b""
+            return piece
+        self._pending = piece[cut + 2 :]
+        return piece[: cut + 2]
 
     def rest(self) -> bytes:
         """A last event the stream ended without its blank line, completed; or ``b""``."""
