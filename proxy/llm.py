@@ -24,12 +24,14 @@ from proxy.errors import UpstreamError
 from proxy.protocol.chat import read_completion
 from proxy.upstream import Target, Upstream
 
-Message = dict[str, str]
+Message = dict[str, str]  # one chat message: role and content
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 @dataclass(frozen=True, slots=True)
 class ModelReply:
+    """The assistant's text, the call's OpenAI ``usage`` counts, and whether it was cut."""
+
     text: str
     usage: dict[str, int] = field(default_factory=dict)
     truncated: bool = False  # cut at max_tokens (finish_reason "length")
