@@ -12,6 +12,10 @@ A reply model is written with :func:`dump_json`, which leaves out what nobody se
 OpenAI's shapes tell "absent" from ``null`` (a chunk's ``usage`` is ``null`` on every
 chunk when the client asked for usage, and absent when it did not), so a writer
 sets each field it means to send, ``None`` included, and the rest stay off the wire.
+
+Typed costs a little: an upstream chunk relayed by orchestrate mode (read, re-labelled,
+written) takes about 12 µs against 6 µs as a bare dict, on the 2-core test machine:
+3 ms of CPU over a 500-chunk answer. Passthrough never parses its upstream's bytes.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ def dump_json(model: BaseModel) -> bytes:
 
 def unset(model: BaseModel, name: str) -> None:
     """Take the field ``name`` off the wire (its value back to the default)."""
+    if name not in model.model_fields_set:
+        return
     field = type(model).model_fields[name]
     setattr(model, name, field.get_default(call_default_factory=True))
     model.model_fields_set.discard(name)
