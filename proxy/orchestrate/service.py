@@ -16,7 +16,7 @@ from typing import Any
 
 from proxy.config import Settings
 from proxy.context import RequestContext
-from proxy.errors import InvalidRequest
+from proxy.errors import InvalidRequest, ToolgraphError
 from proxy.execute.service import ToolExecutor
 from proxy.orchestrate.answer import completion, with_usage
 from proxy.orchestrate.catalog import CatalogService
@@ -25,9 +25,9 @@ from proxy.orchestrate.joiner import WholeAnswer
 from proxy.orchestrate.pipeline import Pipeline
 from proxy.orchestrate.records import Stores, TurnRecords
 from proxy.orchestrate.stream import TurnStream
-from proxy.orchestrate.turn import AskedUser, Failed, Turn, client_scope
+from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn, client_scope
 from proxy.protocol.base import dump_json
-from proxy.protocol.chat import ChatCompletionRequest
+from proxy.protocol.chat import ChatCompletion, ChatCompletionRequest
 from proxy.upstream import ModelRouter, Reply, Upstreams
 
 
@@ -96,31 +96,33 @@ class Orchestrator:
             await self.records.save_trace(turn)  # readable once the client has the answer
             settled = True
             if isinstance(outcome, Failed):
-                failure = outcome.error
-                failure.headers.update(turn.headers)
-                if turn.tools_ran:
-                    failure.headers["x-should-retry"] = "false"
-                body = failure.to_json(self._secrets)
-                stored = Stored(failure.status, dict(failure.headers), body)
-                await self.records.settled(claim, turn, stored if turn.tools_ran else None)
-                raise failure
-            if isinstance(outcome, AskedUser):
-                answer = completion(
-                    turn.completion_id,
-                    turn.created,
-                    turn.request.model,
-                    outcome.question,
-                    turn.usage.as_openai(),
-                )
-            else:
-                answer = with_usage(joiner.completion, turn.usage.as_openai())
-            reply = Reply(dump_json(answer), turn.headers)
+                raise await self._failure(turn, claim, outcome.error)
+            reply = Reply(dump_json(self._completion(turn, outcome, joiner)), turn.headers)
             await self.records.settled(claim, turn, Stored(200, reply.headers, reply.content))
             return reply
         finally:
             if not settled:  # cancelled: the client went away
                 self.records.spawn(self.records.settle(claim, turn, None))
             self.records.save_trace_later(turn)
+
+    def _completion(self, turn: Turn, outcome: Outcome, joiner: WholeAnswer) -> ChatCompletion:
+        usage = turn.usage.as_openai()
+        if isinstance(outcome, AskedUser):
+            model = turn.request.model
+            return completion(turn.completion_id, turn.created, model, outcome.question, usage)
+        return with_usage(joiner.completion, usage)
+
+    async def _failure(
+        self, turn: Turn, claim: Claim | None, error: ToolgraphError
+    ) -> ToolgraphError:
+        """``error`` as the client gets it; after tools ran, also what its key keeps (a
+        retry must not run them again), else the key is given up."""
+        error.headers.update(turn.headers)
+        if turn.tools_ran:
+            error.headers["x-should-retry"] = "false"
+        stored = Stored(error.status, dict(error.headers), error.to_json(self._secrets))
+        await self.records.settled(claim, turn, stored if turn.tools_ran else None)
+        return error
 
     def stream(self, turn: Turn, claim: Claim | None = None) -> AsyncIterator[bytes]:
         """The client's events: keep-alives and progress, then the answer's chunks."""
