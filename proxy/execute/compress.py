@@ -157,10 +157,18 @@ class Compressor:
         self._chooser = chooser
 
     async def compress(
-        self, tool: Tool, output: JsonValue, model: ChatModel | None = None
+        self,
+        tool: Tool,
+        output: JsonValue,
+        model: ChatModel | None = None,
+        *,
+        choose_fields: bool = True,
     ) -> Compressed:
+        """``output`` within the limit. ``choose_fields=False`` asks no model: a field list
+        the chooser already holds still applies, else the output is truncated (what is
+        left when the call's time runs out)."""
         raw = serialize(output)
-        result = await self._shrink(tool, output, raw, model)
+        result = await self._shrink(tool, output, raw, model if choose_fields else None)
         metrics.TOOL_RESPONSE_BYTES.labels("raw").inc(len(raw.encode()))
         metrics.TOOL_RESPONSE_BYTES.labels("compressed").inc(len(result.text.encode()))
         return result

@@ -11,10 +11,14 @@ Each output is compressed once, as its call finishes and inside the call's
 timeout (the scheduler's window covers all of :meth:`CatalogRunner.run`): the
 calls that depend on it and the answer read that one text, the bytes metric
 counts it once, and a slow field choice delays only its own call, not the plan.
+The field choice (an LLM call the first time a tool answers big) gets what is left of
+the call's window less :data:`TRUNCATE_RESERVE`; when it runs out the output is
+truncated instead, so a slow model costs the fields, never the tool's answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Mapping
 
@@ -27,7 +31,11 @@ from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
 from proxy.execute.plan import PlanNode
+from proxy.execute.scheduler import CALL_DEADLINE
 from proxy.llm import ChatModel
+
+#: Seconds of a call's window kept for truncating its output when the field choice is slow.
+TRUNCATE_RESERVE = 0.25
 
 
 class CatalogRunner:
@@ -70,8 +78,19 @@ class CatalogRunner:
         if self._writer is not None:
             await self._write(self._writer, node, tool, arguments, context)
         output = await self._call(node, tool, arguments)
-        self.compressed[node.id] = await self._compressor.compress(tool, output, self._model)
+        self.compressed[node.id] = await self._compress(tool, output)
         return output
+
+    async def _compress(self, tool: Tool, output: JsonValue) -> Compressed:
+        deadline = CALL_DEADLINE.get()
+        if deadline is None:
+            return await self._compressor.compress(tool, output, self._model)
+        budget = deadline - asyncio.get_running_loop().time() - TRUNCATE_RESERVE
+        try:
+            async with asyncio.timeout(max(budget, 0.0)):
+                return await self._compressor.compress(tool, output, self._model)
+        except TimeoutError:
+            return await self._compressor.compress(tool, output, choose_fields=False)
 
     async def _write(
         self,

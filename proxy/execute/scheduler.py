@@ -32,6 +32,7 @@ import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -44,6 +45,10 @@ from proxy.errors import MissingArguments, ToolgraphError, ToolInputRejected
 from proxy.execute.plan import PlanNode, ToolPlan
 
 log = logging.getLogger(__name__)
+
+#: The loop time at which the running call's window closes (None outside a call), so
+#: work a runner does after the tool answered (compression) can fit itself inside it.
+CALL_DEADLINE: ContextVar[float | None] = ContextVar("toolgraph_call_deadline", default=None)
 
 
 class Outcome(StrEnum):
@@ -277,7 +282,11 @@ class _Run:
         try:
             record.arguments = bind_arguments(node, context)
             async with window:
-                output = await self.runner.run(node, record.arguments, context)
+                deadline = CALL_DEADLINE.set(window.when())
+                try:
+                    output = await self.runner.run(node, record.arguments, context)
+                finally:
+                    CALL_DEADLINE.reset(deadline)
         except TimeoutError as exc:
             if window.expired():
                 self._finish(record, Outcome.TIMEOUT, f"no result within {timeout:g}s")
