@@ -135,8 +135,8 @@ def _modes(
     select's with the retriever's rewrite of ``tools`` in front."""
 
     def chat(rewrite: Rewrite | None = None) -> ChatService:
-        limits, timeout = settings.limits, settings.timeouts.request
-        return ChatService(router, upstreams, limits, timeout, settings.secrets(), rewrite)
+        timeout = settings.timeouts.request
+        return ChatService(router, upstreams, timeout, settings.secrets(), rewrite)
 
     services: dict[Mode, ChatMode] = {
         "passthrough": chat(),

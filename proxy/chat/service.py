@@ -14,7 +14,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from proxy import metrics
-from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError, UpstreamTimeout
 from proxy.protocol.chat import ChatCompletionRequest
@@ -35,7 +34,6 @@ class ChatService:
         self,
         router: ModelRouter,
         upstreams: Upstreams,
-        limits: Limits,
         request_timeout: float,
         secrets: Sequence[str],
         rewrite: Rewrite | None = None,
@@ -43,7 +41,6 @@ class ChatService:
         self._rewrite = rewrite
         self._router = router
         self._upstreams = upstreams
-        self._limits = limits
         self._request_timeout = request_timeout
         self._secrets = tuple(secrets)
 
