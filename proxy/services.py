@@ -99,7 +99,7 @@ async def open_services(
     if settings.admin_key is not None:  # the registry's store, opened now
         store = open_store(settings.data_dir, settings.neo4j_uri)
     catalog = CatalogService(settings, select, store)
-    stack.callback(catalog.close)
+    stack.push_async_callback(catalog.aclose)
     orchestrator = Orchestrator(
         settings, catalog, executor, router, upstreams, Stores.open(redis, settings.orchestrate)
     )

@@ -149,6 +149,11 @@ class CatalogService:
         if self._memory is not None:
             await self._memory.probe()
 
+    async def aclose(self) -> None:
+        """:meth:`close` in a worker thread: the Qdrant client finishes its queued
+        writes and Neo4j's driver says goodbye over the network."""
+        await asyncio.to_thread(self.close)
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
