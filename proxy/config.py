@@ -271,10 +271,12 @@ class Orchestrate(_Section):
         default=24 * 3600, gt=0, description="Seconds an `Idempotency-Key` and its answer are kept."
     )
     max_idempotency_keys: int = Field(
-        default=10_000,
+        default=100_000,
         gt=0,
-        description="`Idempotency-Key`s kept, in process or in Redis; when all are within their "
-        "TTL a new key is refused (503 `idempotency_keys_full`), none forgotten.",
+        description="`Idempotency-Key`s kept, in process or in Redis (there for all replicas "
+        "together); when all are within their TTL a new key is refused (503 "
+        "`idempotency_keys_full`), none forgotten. Size it as keyed requests per second times "
+        "`idempotency_ttl`: the default holds 1.1 a second for a day.",
     )
     conversation_ttl: int = Field(
         default=24 * 3600,
