@@ -10,13 +10,20 @@ complete graph changes nothing, and large for a sparse graph of observed sequenc
 such as UltraTool's. Only positive evidence is used: a missing edge never pushes a
 retrieved tool down, so the graph adds and re-ranks but cannot bury retrieval's hits.
 
+The ratio holds when A, the tool chosen before, is right; an edge out of a wrong pick
+says nothing, so with a share ``sure`` of those picks right it becomes
+``sure · c · N / d + (1 - sure)``. Edges a catalog declares in its own file (origin: an
+import format) have their own coverage, ``declared``, apart from the edges toolgraph
+makes (the schema rule pass, observed calls: ``coverage`` per kind).
+
 Retrieval's own ranking is turned into a log-prior over ranks, ``-decay · log(1 + r)``,
 and a candidate's score is that prior plus its edge evidence: with no informative
 edge the order is retrieval's exactly.
 
-The coverage of each kind and the decay are fitted by ``python -m eval.plan_trust`` on
-training data only (CallNavi's multi-call questions) and shipped in
-``edge_trust.json`` beside this module.
+The coverage of each kind, ``sure`` and the decay are fitted by
+``python -m eval.plan_trust`` on training data only (CallNavi, API-Bank and ToolTalk
+call sequences); ``declared`` is set there, not fitted (no training set declares a
+graph). All are shipped in ``edge_trust.json`` beside this module.
 """
 
 from __future__ import annotations
@@ -49,6 +56,9 @@ class EdgeTrust:
     #: Share of real transitions that follow an edge the catalog declares (any kind);
     #: ``None``: as ``coverage``.
     declared: float | None = None
+    #: Share of the picks an edge leaves from that are right: an edge out of a wrong
+    #: pick says nothing, so the likelihood ratio is ``sure · c · N / d + (1 - sure)``.
+    sure: float = 1.0
 
     def share(self, kind: EdgeKind, origin: str = "") -> float:
         """The coverage that applies to an edge of ``kind`` made by ``origin``."""
@@ -62,7 +72,8 @@ class EdgeTrust:
         share = self.share(kind, origin)
         if share <= 0.0 or degree <= 0 or catalog <= 1:
             return 0.0
-        return max(0.0, math.log(share * catalog / degree))
+        ratio = self.sure * share * catalog / degree + 1.0 - self.sure
+        return max(0.0, math.log(ratio))
 
     def prior(self, rank: int) -> float:
         """Retrieval's log-prior for a tool at 0-based ``rank``."""
@@ -75,6 +86,8 @@ class EdgeTrust:
         }
         if self.declared is not None:
             data["declared"] = self.declared
+        if self.sure != 1.0:
+            data["sure"] = self.sure
         return data
 
 
@@ -85,9 +98,10 @@ def load_trust(path: Path = DEFAULT_PATH) -> EdgeTrust:
         coverage = {EdgeKind(k): float(v) for k, v in data["coverage"].items()}
         decay = float(data["decay"])
         declared = None if data.get("declared") is None else float(data["declared"])
+        sure = float(data.get("sure", 1.0))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"cannot read the edge trust file {path}: {exc}") from exc
-    shares = [*coverage.values(), *([] if declared is None else [declared])]
+    shares = [*coverage.values(), *([] if declared is None else [declared]), sure]
     if decay <= 0 or any(not 0.0 <= share <= 1.0 for share in shares):
         raise ValueError(f"{path}: decay must be > 0 and every coverage within [0, 1]")
-    return EdgeTrust(coverage, decay, declared)
+    return EdgeTrust(coverage, decay, declared, sure)

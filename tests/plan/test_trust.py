@@ -99,6 +99,9 @@ def test_declared_edges_take_their_own_coverage() -> None:
     )
     assert trust.evidence(EdgeKind.STRONG_DEP, 2, 200, origin="schema") == 0.0
     assert trust.evidence(EdgeKind.SEQUENTIAL, 2, 200, origin="calls") == 0.0
+    doubtful = EdgeTrust({EdgeKind.SEQUENTIAL: 1.0}, decay=1.0, sure=0.5)
+    assert doubtful.evidence(EdgeKind.SEQUENTIAL, 2, 200) == pytest.approx(math.log(50.5))
+    assert doubtful.evidence(EdgeKind.SEQUENTIAL, 200, 200) == 0.0
     inferred_only = EdgeTrust({EdgeKind.SEQUENTIAL: 0.5}, decay=1.0)
     assert inferred_only.evidence(EdgeKind.SEQUENTIAL, 1, 10, origin="taskbench") == (
         pytest.approx(math.log(5))
