@@ -1,8 +1,8 @@
 """Chat completions on the wire: the request, the answer, the stream's chunks.
 
 In the order of OpenAI's reference: the request and its parts (checked strictly, as
-far as toolgraph must understand them), then the ``chat.completion`` answer, then the
-``chat.completion.chunk`` of a stream with its delta, then usage. Every model keeps
+far as toolgraph must understand them), then the ``chat.completion`` answer with its
+usage, then the ``chat.completion.chunk`` of a stream with its delta. Every model keeps
 unknown fields (see :mod:`proxy.protocol.base`). A passthrough request goes upstream
 as the client sent it, not as re-dumped from here; toolgraph's own answers are built
 from these models and written once, by :func:`~proxy.protocol.base.dump_json`.
