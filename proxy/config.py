@@ -208,6 +208,27 @@ class Planner(_Section):
     sequential_bonus: float = Field(
         default=0.1, ge=0, le=2, description="Score added to a candidate over a SEQUENTIAL edge."
     )
+    triage: bool = Field(
+        default=False,
+        description="Before the decomposition, one short LLM call (a few examples, a one-word "
+        "answer) sorts the request: `none` needs no tool, `one` is planned as a single sub-task "
+        "without a decomposition, `several` is decomposed. For small models, whose "
+        "decompositions split one calculation into hand-calculation steps (issue 19).",
+    )
+    pick: Literal["llm", "confident", "first"] = Field(
+        default="llm",
+        description="How a sub-task's tool is chosen from its candidates: `llm` asks the model; "
+        "`confident` takes the first candidate without asking when it is also the most similar "
+        "by at least `pick_margin`, and asks otherwise; `first` always takes the first (no "
+        "LLM call, as the `graph` policy picks).",
+    )
+    pick_margin: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="With `pick: confident`: how much more similar than every other candidate "
+        "the first must be to be taken without asking.",
+    )
     decompose_retries: int = Field(
         default=2, ge=0, le=10, description="Retries of a decomposition that fails validation."
     )

@@ -139,8 +139,15 @@ def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
             | {"compressed": str(call.get("compressed") or "")[:300]}
             for call in calls
         ],
+        "decisions": [
+            {key: decision.get(key) for key in ("subtask", "kind", "chosen", "reason")}
+            | {"shown": [c.get("tool") for c in decision.get("candidates") or []][:3]}
+            for decision in plan.get("decisions") or ()
+            if isinstance(decision, dict)
+        ],
         "answer": trace.get("answer"),
         "gate": trace.get("gate"),
+        "timings": trace.get("timings"),
     }
 
 

@@ -71,12 +71,17 @@ class CatalogRunner:
         tool = self._tools.get(node.tool)
         return tool_host(tool) if tool is not None else "local"
 
+    async def prepare(
+        self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
+    ) -> None:
+        """Write the arguments (outside the call's own time window, see the scheduler)."""
+        if self._writer is not None:
+            await self._write(self._writer, node, self.tool(node), arguments, context)
+
     async def run(
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
         tool = self.tool(node)
-        if self._writer is not None:
-            await self._write(self._writer, node, tool, arguments, context)
         output = await self._call(node, tool, arguments)
         self.compressed[node.id] = await self._compress(tool, output)
         return output

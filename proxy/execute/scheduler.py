@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from pydantic import JsonValue
 
@@ -101,6 +101,21 @@ class NodeRunner(Protocol):
         The runner may complete ``arguments`` in place (argument generation), so
         that the record keeps what was sent.
         """
+        ...
+
+
+@runtime_checkable
+class PreparingRunner(NodeRunner, Protocol):
+    """A runner that completes a node's arguments before its call (an LLM writing them):
+    that step runs before the call's ``call_timeout`` window opens, so a slow model does
+    not time out a tool it has not called yet (issue 19: a 1.5B model's argument writer
+    took longer than the 30 s window on a busy machine). The request's deadline still
+    bounds it."""
+
+    async def prepare(
+        self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
+    ) -> None:
+        """Complete ``arguments`` in place, or raise why the call cannot be made."""
         ...
 
 
@@ -278,10 +293,13 @@ class _Run:
     async def _invoke(self, node: PlanNode, record: CallRecord) -> None:
         context = {d: self.records[d].output for d in self.needs[node.id]}
         timeout = node.timeout or self.scheduler.call_timeout
-        window = asyncio.timeout(timeout)
+        window = asyncio.timeout(None)  # opened once the arguments are written
         try:
             record.arguments = bind_arguments(node, context)
+            if isinstance(self.runner, PreparingRunner):
+                await self.runner.prepare(node, record.arguments, context)
             async with window:
+                window.reschedule(asyncio.get_running_loop().time() + timeout)
                 deadline = CALL_DEADLINE.set(window.when())
                 try:
                     output = await self.runner.run(node, record.arguments, context)

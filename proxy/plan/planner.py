@@ -32,6 +32,7 @@ from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
+from proxy.plan.triage import triage
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import RetrieverError, VectorStoreError
 
@@ -71,6 +72,16 @@ class RequestPlanner:
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
         counted = metered(model)
+        if self.config.triage:
+            sort = await triage(counted, conversation)
+            if sort == "none":
+                plan = Plan([], {}, "llm", no_tools=True, notes=["triage: no tool needed"])
+                plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
+                return plan
+            if sort == "one":
+                plan = await self._select(conversation, [_whole(conversation)], counted, scope)
+                plan.notes.append("triage: one tool call, planned without a decomposition")
+                return plan
         try:
             categories = await asyncio.to_thread(self._categories)
             with metrics.STAGE_LATENCY.labels("decompose").time():
@@ -112,6 +123,8 @@ class RequestPlanner:
                     self.config.top_k,
                     beam=self.config.beam,
                     examples=await self._examples(plan, vectors, scope),
+                    pick=self.config.pick,
+                    margin=self.config.pick_margin,
                 )
                 await search_with_reflection(
                     search,

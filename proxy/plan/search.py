@@ -27,13 +27,23 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
-from proxy.llm import Message, MeteredModel
+from pydantic import JsonValue
+
+from proxy.llm import Message, MeteredModel, parse_object
 from proxy.plan._llm import prompt
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological
 from proxy.plan.policy import best_candidate, chosen_tool_ids, runners_up
 from retriever.embedder import Vectors
+
+PickMode = Literal["llm", "confident", "first"]
+#: Tokens of one pick: a one-sentence reason and a number fit in 40; unbounded, a 1.5B
+#: model wrote a 184-token reason (351 s on a busy machine, issue 19's traces).
+PICK_TOKENS = 64
+_CHOICE = re.compile(r'"choice"\s*:\s*(\d+)')
+_REASON = re.compile(r'"reason"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
 @dataclass
@@ -56,12 +66,16 @@ class DepthFirstSearch:
         *,
         beam: int = 0,
         examples: Mapping[str, Sequence[str]] | None = None,
+        pick: PickMode = "llm",
+        margin: float = 0.05,
     ) -> None:
         self.finder = finder
         self.model = model
         self.k = k
         self.beam = beam
         self.examples = examples or {}
+        self.pick = pick
+        self.margin = margin
 
     async def walk(
         self, request: str, walk: Walk, vectors: Mapping[str, Vectors], start: int = 0
@@ -141,20 +155,41 @@ class DepthFirstSearch:
     ) -> tuple[Candidate | None, str]:
         if not candidates:
             return None, "no candidate left"
+        if self.pick != "llm" and (sure := self._without_asking(candidates)):
+            return candidates[0], sure
         context = self._context(request, walk, task, candidates, descriptions)
         messages: list[Message] = [
             {"role": "system", "content": prompt("pick")},
             {"role": "user", "content": context},
         ]
-        data = await self.model.ask_object(messages, max_tokens=200)
-        choice = data.get("choice") if data else None
-        reason = str(data.get("reason", "")) if data else ""
+        reply = await self.model.reply(messages, max_tokens=PICK_TOKENS, json=True)
+        choice, reason = read_pick(reply.text)
         if isinstance(choice, int) and not isinstance(choice, bool):
             if 1 <= choice <= len(candidates):
                 return named_pick(reason, candidates, candidates[choice - 1])
             if choice == 0:
                 return None, f"none fits: {reason}" if reason else "none fits"
+        named = [c for c in candidates if re.search(rf"\b{re.escape(c.tool)}\b", reason)]
+        if len(named) == 1:  # no number (cut at the bound): the one tool its reason names
+            return named[0], f"{reason} (no number; the reason names {named[0].tool})"
         return None, "the model's answer named no listed tool: treated as none fits"
+
+    def _without_asking(self, candidates: Sequence[Candidate]) -> str:
+        """Why the first candidate is taken without an LLM call, or "" to ask.
+
+        ``confident``: the first of the list (retrieval's hybrid order, edges included)
+        is also the most similar to the sub-task, by ``margin``: the two rankings agree.
+        """
+        first = candidates[0]
+        if self.pick == "first":
+            return f"the first candidate, taken without asking (similarity {first.similarity:.3f})"
+        others = max((c.similarity for c in candidates[1:]), default=-1.0)
+        if first.similarity - others < self.margin:
+            return ""
+        return (
+            f"the first candidate, confident: similarity {first.similarity:.3f}, "
+            f"every other at most {others:.3f}"
+        )
 
     def _context(
         self,
@@ -194,6 +229,20 @@ class DepthFirstSearch:
                     "step budget spent: best-scored candidate", kind="fallback",
                 )
             )  # fmt: skip
+
+
+def read_pick(text: str) -> tuple[JsonValue, str]:
+    """The number and the reason of a pick reply; a reply cut at its token bound still
+    gives its number when it wrote one (the reason comes first and runs long)."""
+    data = parse_object(text)
+    if data is not None:
+        return data.get("choice"), str(data.get("reason", ""))
+    number = _CHOICE.search(text)
+    reason = _REASON.search(text)
+    return (
+        int(number.group(1)) if number else None,
+        reason.group(1) if reason else text.strip(),
+    )
 
 
 def named_pick(

@@ -182,6 +182,24 @@ async def test_a_hanging_call_times_out_alone() -> None:
     assert tools.cancelled == ["slow"]
 
 
+class WrittenTools(Tools):
+    """Tools whose arguments are written first, slowly (an LLM's argument writer)."""
+
+    async def prepare(
+        self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
+    ) -> None:
+        await asyncio.sleep(0.3)
+        arguments["written"] = True
+
+
+async def test_writing_the_arguments_is_outside_the_calls_time_window() -> None:
+    plan = ToolPlan(nodes=(PlanNode(id="a", tool="t", timeout=0.1),))
+    tools = WrittenTools()
+    run = await Scheduler(limits()).execute(plan, tools)
+    assert run.records["a"].outcome is Outcome.OK
+    assert tools.seen["a"] == {"written": True}
+
+
 async def test_the_deadline_cancels_running_calls_and_skips_the_rest() -> None:
     plan = ToolPlan(
         nodes=(

@@ -335,3 +335,76 @@ async def test_the_graph_policy_asks_the_model_nothing(
     assert plan.notes == ["configured policy: graph"]
     assert plan.llm_calls == 0
     assert len(plan.choices) == 1
+
+
+async def test_triage_none_plans_no_tools_without_a_decomposition(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply("none"))
+    plan = await planner(finder, encoder, triage=True).plan("Thanks, that helps!", model)
+    assert plan.no_tools
+    assert plan.llm_calls == 1
+    request = upstream.requests[0].body
+    assert "response_format" not in request  # one word, not JSON
+    assert request["messages"][-1] == {"role": "user", "content": "Thanks, that helps!"}
+    assert any(m["content"] == "several" for m in request["messages"])  # the worked examples
+
+
+async def test_triage_one_plans_the_request_as_one_sub_task(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply("One."), pick(1))
+    plan = await planner(finder, encoder, triage=True).plan("Find flights to Paris.", model)
+    assert [task.text for task in plan.subtasks] == ["Find flights to Paris."]
+    assert plan.choices == {"s1": "flight_search"}
+    assert plan.llm_calls == 2
+    assert plan.notes == ["triage: one tool call, planned without a decomposition"]
+
+
+async def test_triage_several_or_anything_else_decomposes(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    for word in ("several", "maybe two?"):
+        upstream.enqueue(reply(word), reply(STEPS), pick(1), pick(1), pick(1))
+        plan = await planner(finder, encoder, triage=True).plan(REQUEST, model)
+        assert plan.choices == {"s1": "flight_search", "s2": "book_flight", "s3": "send_sms"}
+        assert plan.llm_calls == 5
+
+
+async def test_pick_first_takes_each_first_candidate_without_asking(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS))
+    plan = await planner(finder, encoder, pick="first").plan(REQUEST, model)
+    assert plan.llm_calls == 1  # the decomposition only
+    assert len(plan.choices) == 3
+    for decision in plan.decisions:
+        assert decision.chosen == decision.candidates[0].tool
+        assert decision.reason.startswith("the first candidate, taken without asking")
+
+
+async def test_pick_confident_asks_when_the_first_is_not_clearly_the_most_similar(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    unsure = await planner(finder, encoder, pick="confident", pick_margin=1.0).plan(REQUEST, model)
+    assert unsure.llm_calls == 4  # no candidate is 1.0 more similar than the others
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    sure = await planner(finder, encoder, pick="confident", pick_margin=0.0).plan(REQUEST, model)
+    asked = [d for d in sure.decisions if not d.reason.startswith("the first candidate")]
+    assert sure.llm_calls == 1 + len(asked)
+    for decision in sure.decisions:
+        if decision not in asked:
+            top = max(c.similarity for c in decision.candidates)
+            assert decision.candidates[0].similarity == top
+            assert decision.chosen == decision.candidates[0].tool
+
+
+async def test_a_pick_cut_at_its_bound_takes_the_one_tool_its_reason_names(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    cut = reply('{"reason": "flight_search finds the flights from Beijing, which the')
+    upstream.enqueue(reply(STEPS), cut, pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert plan.choices["s1"] == "flight_search"
+    assert "no number; the reason names flight_search" in plan.decisions[0].reason
