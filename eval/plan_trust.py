@@ -1,6 +1,6 @@
 """Fit how far the planner trusts each kind of graph edge, on training data only.
 
-``python -m eval.plan_trust`` reads three training sets with ordered calls, each a
+``python -m eval.plan_trust`` reads four training sets with ordered calls, each a
 set of catalogs (``../shared/data/train``):
 
 * CallNavi: ten domains of enterprise APIs with ``returns`` schemas, 272 questions
@@ -8,6 +8,8 @@ set of catalogs (``../shared/data/train``):
 * API-Bank: the 53 level-1/2 APIs (``output_parameters``), the queries that call two
   or more of them (``GetUserToken`` before what needs the token);
 * ToolTalk: 28 APIs of 7 suites (``output``), each conversation's API requests in order;
+* BFCL multi-turn base: the functions of its eight API classes (``response``), each
+  turn's ground-truth calls in order (a conversation's turns in one fold);
 
 and writes ``proxy/plan/edge_trust.json``:
 
@@ -104,6 +106,44 @@ def load_tooltalk(folder: Path) -> Catalogs:
     return {"tooltalk": _chains(tools, questions)}
 
 
+#: BFCL's multi-turn classes and the files of their functions.
+BFCL_CLASSES = {
+    "GorillaFileSystem": "gorilla_file_system",
+    "MathAPI": "math_api",
+    "MessageAPI": "message_api",
+    "TwitterAPI": "posting_api",
+    "TicketAPI": "ticket_api",
+    "TradingBot": "trading_bot",
+    "TravelAPI": "travel_booking",
+    "VehicleControlAPI": "vehicle_control",
+}
+
+
+def load_bfcl_multi_turn(folder: Path) -> Catalogs:
+    """BFCL's multi-turn base set: one catalog of its eight API classes (120 functions,
+    the class as the group), and each turn's ground-truth calls in order (the turn's
+    user message as the text; a conversation's turns stay in one fold)."""
+    tools = [
+        _tool("bfcl", "bfcl_multi_turn", cls, row, (row.get("response") or {}).get("properties"))
+        for cls, stem in BFCL_CLASSES.items()
+        for row in _lines(folder / "multi_turn_func_doc" / f"{stem}.json")
+    ]
+    answers = {
+        row["id"]: row["ground_truth"]
+        for row in _lines(folder / "possible_answer" / "BFCL_v4_multi_turn_base.json")
+    }
+    questions = []
+    for row in _lines(folder / "BFCL_v4_multi_turn_base.json"):
+        turns = zip(row["question"], answers[row["id"]], strict=True)
+        for turn, (messages, calls) in enumerate(turns):
+            text = " ".join(m["content"] for m in messages if m.get("role") == "user")
+            names = [call.split("(", 1)[0].strip() for call in calls]
+            questions.append(
+                {"_id": f"{row['id']}/{turn}", "fold": row["id"], "text": text, "gold_apis": names}
+            )
+    return {"bfcl_multi_turn": _chains(tools, questions)}
+
+
 def _chains(tools: list[Tool], questions: list[Question]) -> tuple[list[Tool], list[Question]]:
     """The questions whose calls are all catalog tools and change tool at least once."""
     known = {t.original_name for t in tools}
@@ -131,7 +171,9 @@ def _tool(source: str, catalog: str, group: str, row: dict[str, Any], returns: o
         group=group,
         parameters=parameters if isinstance(parameters, dict) else {"type": "object"},
         response_schema={"type": "object", "properties": properties},
-        provenance=Provenance(format=source, file="corpus.jsonl", item=row["_id"]),
+        provenance=Provenance(
+            format=source, file="corpus.jsonl", item=str(row.get("_id", row["name"]))
+        ),
     )
 
 
@@ -143,6 +185,11 @@ def _type(word: object) -> str:
 
 def fold_of(question_id: str) -> int:
     return hashlib.sha256(question_id.encode()).digest()[0] % 2
+
+
+def _fold(question: Question) -> int:
+    """A question's fold: by its conversation where it has one, else by its id."""
+    return fold_of(str(question.get("fold", question["_id"])))
 
 
 def sequential_edges(tools: Sequence[Tool], questions: Iterable[dict[str, Any]]) -> list[Edge]:
@@ -167,9 +214,9 @@ def fold_dataset(
     store = InProcessStore()
     store.upsert_tools(tools)
     store.upsert_edges(schema_edges(tools))
-    store.upsert_edges(sequential_edges(tools, [q for q in questions if fold_of(q["_id"]) != held]))
+    store.upsert_edges(sequential_edges(tools, [q for q in questions if _fold(q) != held]))
     by_name = {t.original_name: t.name for t in tools}
-    requests = [_request(q, by_name) for q in questions if fold_of(q["_id"]) == held]
+    requests = [_request(q, by_name) for q in questions if _fold(q) == held]
     return Dataset(f"{domain}/{held}", tools, store, requests)
 
 
@@ -238,7 +285,7 @@ def plans(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data/train"),
-                        help="the training folder (callnavi/, api_bank/, tooltalk/)")  # fmt: skip
+                        help="callnavi/, api_bank/, tooltalk/ and bfcl/ are read")  # fmt: skip
     parser.add_argument("--out", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/embeddings"))
     args = parser.parse_args(argv)
@@ -249,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         **load_domains(args.data / "callnavi"),
         **load_api_bank(args.data / "api_bank"),
         **load_tooltalk(args.data / "tooltalk"),
+        **load_bfcl_multi_turn(args.data / "bfcl"),
     }
     datasets = [
         fold_dataset(d, tools, qs, held)
@@ -256,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for held in (0, 1)
         if qs
     ]
-    for source in ("callnavi", "api_bank", "tooltalk"):
+    for source in ("callnavi", "api_bank", "tooltalk", "bfcl_multi_turn"):
         mine = [d for d in datasets if d.name.split("/")[0] == source]
         transitions = sum(len(r.links) for d in mine for r in d.requests)
         mine_shares = {k.value: v for k, v in coverage(mine).items()}

@@ -21,9 +21,10 @@ and a candidate's score is that prior plus its edge evidence: with no informativ
 edge the order is retrieval's exactly.
 
 The coverage of each kind, ``sure`` and the decay are fitted by
-``python -m eval.plan_trust`` on training data only (CallNavi, API-Bank and ToolTalk
-call sequences); ``declared`` is set there, not fitted (no training set declares a
-graph). All are shipped in ``edge_trust.json`` beside this module.
+``python -m eval.plan_trust`` on training data only (CallNavi, API-Bank, ToolTalk
+and BFCL multi-turn call sequences); ``declared`` is set there, not fitted (no
+training set declares a graph). All are shipped in ``edge_trust.json`` beside this
+module.
 """
 
 from __future__ import annotations
