@@ -114,7 +114,9 @@ SPECS: list[dict[str, JsonValue]] = [
         "from edge potentials top/bottom/left/right, grid nx by ny), point_charges (E and V "
         "of charges [{q,x,y,z}] at points), wire_field (B of straight wires "
         "[{current,x,y}] along z at points), wave_1d (a Gaussian pulse on a string: "
-        "length, speed, duration, nx).",
+        'length, speed, duration, nx). Shapes of params (SI units): {"charges": [{"q": C, '
+        '"x": m, "y": m, "z": m}], "points": [[x, y, z]]}; {"wires": '
+        '[{"current": A, "x": m, "y": m}], "points": [[x, y]]}.',
         "x-category": "physics",
         "parameters": {
             "type": "object",
