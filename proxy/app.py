@@ -16,6 +16,7 @@ from proxy.auth import authenticate
 from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
+from proxy.logs import configure_logging
 from proxy.middleware import ObservabilityMiddleware
 from proxy.orchestrate import router as orchestrate_router
 from proxy.registry import router as registry_router
@@ -48,8 +49,11 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
 
 
 def create_app_from_environment() -> FastAPI:
-    """The factory uvicorn's workers call: settings from ``TOOLGRAPH_*`` and the file."""
-    return create_app(load_settings())
+    """The factory uvicorn's workers call: settings from ``TOOLGRAPH_*`` and the file.
+    Each worker is a new process, so it sets up its own log."""
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
 
 
 def _lifespan(settings: Settings) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import shutil
 import sys
@@ -17,7 +16,7 @@ from graph_store.cli import StoreCommandSettings
 from graph_store.cli import add_commands as add_graph_commands
 from graph_store.cli import run_command as run_graph_command
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
-from proxy.context import current_request_id
+from proxy.logs import configure_logging
 from retriever.cli import COMMANDS as RETRIEVER_COMMANDS
 from retriever.cli import IndexCommandSettings
 from retriever.cli import add_commands as add_retriever_commands
@@ -123,24 +122,6 @@ def serve(settings: Settings, config_file: Path | None) -> int:
     finally:
         shutil.rmtree(multiproc_dir, ignore_errors=True)
     return 0
-
-
-def configure_logging(level: str) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s")
-    )
-    handler.addFilter(_add_request_id)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
-    for name in ("proxy", "graph_store", "retriever"):
-        logging.getLogger(name).setLevel(level.upper())
-
-
-def _add_request_id(record: logging.LogRecord) -> bool:
-    record.request_id = current_request_id.get()
-    return True
 
 
 def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import AsyncIterator
@@ -33,6 +34,7 @@ from proxy import metrics
 from proxy.chat.service import ChatService, Rewrite
 from proxy.config import Settings
 from proxy.execute.service import ToolExecutor
+from proxy.logs import startup_line
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
@@ -49,6 +51,8 @@ from proxy.upstream.translated import LiteLLMUpstream, load_litellm
 
 if TYPE_CHECKING:
     from retriever.cache import LRUCache
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +114,10 @@ async def open_services(
     if store is not None:
         registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
     if settings.orchestrate.preload:
-        await catalog.get()
+        loaded = await catalog.get()
+        log.info(startup_line(settings, f"loaded ({len(loaded.tools)} tools)"))
+    else:
+        log.info(startup_line(settings, "loaded by the first orchestrate request"))
     return AppServices(
         settings=settings,
         router=router,

@@ -78,6 +78,9 @@ def _load(path: Path, config: RetrieverConfig) -> Encoder:
             "and the weights is needed; models are never downloaded at run time"
         )
     os.environ["HF_HUB_OFFLINE"] = "1"
+    # transformers draws a "Loading weights" bar on stderr (read when it is imported):
+    # noise in a server's log, and no news for a model that loads in a second.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 

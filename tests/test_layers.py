@@ -61,6 +61,7 @@ _PLACES = {
     "proxy.disconnect": "web",
     "proxy.streaming": "web",
     "proxy.reference": "web",
+    "proxy.logs": "web",
 }
 
 

@@ -1,0 +1,137 @@
+"""A first run that explains itself: `toolgraph serve` started for real, its log read.
+
+The process says in one line where it listens and what it uses, with no secret in it,
+and its log at info holds toolgraph's own lines only: no debug line of another library,
+no progress bar.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from eval.brain import Brain
+from eval.fake_upstream import FakeUpstream
+from proxy.logs import public_url
+from tests.conftest import free_port, unavailable
+from tests.orchestrate.conftest import ORCHESTRATE
+from tests.proxy.test_cli_serve import serve, start
+
+__all__ = ["serve"]  # a fixture of test_cli_serve's, used here by name
+
+UPSTREAM_KEY = "sk-upstream-first-run-0123456789"
+MASTER_KEY = "sk-master-first-run-0123456789"
+REDIS_PASSWORD = "redis-password-first-run"
+
+#: A line of toolgraph's own log format: time, level, logger, request id.
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (\w+) ([\w.]+) \[[^\]]*\] ")
+
+
+@pytest.fixture
+def redis_with_password() -> Iterator[int]:
+    """A redis-server of this test's own that asks for a password; its port."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server is not installed")
+    port = free_port()
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+    process = subprocess.Popen(
+        [binary, *args, "--requirepass", REDIS_PASSWORD],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+    yield port
+    process.terminate()
+    process.wait(10)
+
+
+def startup_lines(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if "toolgraph serving on" in line]
+
+
+def test_the_startup_line_says_what_the_process_serves_and_no_secret(
+    serve: list[subprocess.Popen[bytes]],
+    upstream: FakeUpstream,
+    redis_with_password: int,
+    tmp_path: Path,
+) -> None:
+    env = {
+        "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
+        "TOOLGRAPH_UPSTREAM_API_KEY": UPSTREAM_KEY,
+        "TOOLGRAPH_MASTER_KEY": MASTER_KEY,
+        "TOOLGRAPH_REDIS_URL": f"redis://:{REDIS_PASSWORD}@127.0.0.1:{redis_with_password}/0",
+        "TOOLGRAPH_DEFAULT_MODE": "select",
+    }
+    log = tmp_path / "serve.log"
+    url = start(serve, [], env, log)
+    answered = httpx.get(f"{url}/readyz", timeout=10)  # Redis answers: the password works
+    assert answered.json()["checks"]["redis"] == "ok", answered.text
+
+    (line,) = startup_lines(log)
+    assert LOG_LINE.match(line), line
+    assert " INFO proxy." in line
+    assert f"serving on {url} (pid " in line
+    assert f"upstream {upstream.base_url} (key set)" in line
+    assert "default mode select" in line
+    assert "catalog " in line
+    assert f"Redis redis://127.0.0.1:{redis_with_password}/0" in line
+    assert f"vectors Qdrant local under {tmp_path / 'data'}" in line
+    assert f"graph embedded under {tmp_path / 'data'}" in line
+    text = log.read_text()
+    for secret in (UPSTREAM_KEY, MASTER_KEY, REDIS_PASSWORD):
+        assert secret not in text
+
+
+def test_urls_in_the_log_lose_their_password_and_query() -> None:
+    assert public_url("redis://user:pw@cache:6380/2?password=pw") == "redis://cache:6380/2"
+    assert public_url("neo4j://neo4j:pw@[::1]:7687?database=g") == "neo4j://[::1]:7687"
+    assert public_url("https://api.example.com/v1?api-key=k") == "https://api.example.com/v1"
+
+
+def test_the_log_at_info_holds_toolgraph_lines_only(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    brain = Brain()
+    brain.one_step("Compute 6*7", "Compute", "evaluate_expression", {"expression": "6*7"})
+    upstream.responder = brain
+    env = {
+        "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
+        "TOOLGRAPH_ORCHESTRATE__GATE": "false",  # a short scripted request; see NO_GATE
+    }
+    log = tmp_path / "serve.log"
+    url = start(serve, [], env, log)
+    # The first orchestrated request loads the embedding model, indexes the catalog
+    # (BM25 too) and plans: each library that could draw a bar or log a debug line runs.
+    response = httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "6*7?"}], **ORCHESTRATE},
+        timeout=300,
+    )
+    assert response.status_code == 200, response.text
+    assert "42" in response.json()["choices"][0]["message"]["content"]
+
+    text = log.read_text()
+    assert "catalog index:" in text  # the catalog was indexed while this log was kept
+    assert "\r" not in text  # no progress bar redrawn in place
+    for line in text.splitlines():
+        found = LOG_LINE.match(line)
+        assert found is not None, f"not a line of toolgraph's log: {line!r}"
+        level, logger = found.groups()
+        own = logger.split(".")[0] in ("proxy", "graph_store", "retriever")
+        assert own or level in ("WARNING", "ERROR", "CRITICAL"), line
