@@ -21,6 +21,7 @@ from proxy.middleware import ObservabilityMiddleware
 from proxy.orchestrate import router as orchestrate_router
 from proxy.registry import router as registry_router
 from proxy.responses import error_response
+from proxy.responses_api.router import routes as responses_routes
 from proxy.services import AppServices, open_services
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     if services is not None:
         app.state.services = services
     app.router.routes.extend(chat_routes)
+    app.router.routes.extend(responses_routes)
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
     app.include_router(registry_router.router)

@@ -315,6 +315,27 @@ class Orchestrate(_Section):
     )
 
 
+class Responses(_Section):
+    """`/v1/responses`: the responses kept for `previous_response_id` and `GET`."""
+
+    store_ttl: int = Field(
+        default=24 * 3600,
+        gt=0,
+        description="Seconds a stored response (and the conversation up to it) is kept.",
+    )
+    max_stored: int = Field(
+        default=10_000,
+        gt=0,
+        description="Responses kept, in process or in Redis (there for all replicas together); "
+        "the oldest goes first.",
+    )
+    max_stored_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        gt=0,
+        description="Largest stored conversation; a longer one is answered but not stored.",
+    )
+
+
 class Retriever(RetrieverConfig, _Section):
     """Embeddings, the catalog index and select mode (see retriever/README.md)."""
 
@@ -388,6 +409,7 @@ class Settings(BaseSettings):
     executor: Executor = Field(default_factory=Executor)
     planner: Planner = Field(default_factory=Planner)
     orchestrate: Orchestrate = Field(default_factory=Orchestrate)
+    responses: Responses = Field(default_factory=Responses)
 
     @field_validator("upstream_base_url")
     @classmethod

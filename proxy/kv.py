@@ -12,6 +12,9 @@ own TTL with every write, so one kind of record never pushes out another:
   ``RESULT_BYTES``; ``orchestrate.conversation_ttl``;
 * idempotency keys: ``orchestrate.max_idempotency_keys``, a new key refused while
   all are live; ``ANSWER_BYTES``; ``orchestrate.idempotency_ttl``;
+* stored responses (``/v1/responses``): ``responses.max_stored``, the oldest goes;
+  ``responses.max_stored_bytes``; ``responses.store_ttl``
+  (``proxy/responses_api/store.py``);
 * field lists: ``FIELD_LISTS`` (``proxy/execute/service.py``), the oldest goes;
   7 days, 10 minutes for "no list" (``proxy/execute/fields.py``).
 

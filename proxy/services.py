@@ -44,6 +44,8 @@ from proxy.protocol.chat import Mode
 from proxy.protocol.mode import ChatMode, Modes
 from proxy.readiness import Check, Readiness, http_check, neo4j_check, redis_check
 from proxy.registry.service import ToolRegistry
+from proxy.responses_api.service import ResponsesService
+from proxy.responses_api.store import ResponseStore
 from proxy.select.service import SelectService
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
@@ -62,6 +64,7 @@ class AppServices:
     settings: Settings
     router: ModelRouter
     modes: Modes  # chat completions' dispatch table
+    responses: ResponsesService  # the Responses API, over the same modes
     orchestrator: Orchestrator
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
     readiness: Readiness
@@ -118,10 +121,12 @@ async def open_services(
         log.info(startup_line(settings, f"loaded ({len(loaded.tools)} tools)"))
     else:
         log.info(startup_line(settings, "loaded by the first orchestrate request"))
+    modes = _modes(settings, router, upstreams, select, orchestrator)
     return AppServices(
         settings=settings,
         router=router,
-        modes=_modes(settings, router, upstreams, select, orchestrator),
+        modes=modes,
+        responses=ResponsesService(modes, ResponseStore(redis, settings.responses)),
         orchestrator=orchestrator,
         registry=registry,
         readiness=Readiness(_checks(settings, redis, session, catalog)),

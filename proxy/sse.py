@@ -24,6 +24,11 @@ def data_event(data: bytes) -> bytes:
     return b"data: " + data + b"\n\n"
 
 
+def named_event(name: str, data: bytes) -> bytes:
+    """One event with an ``event:`` name (the Responses API names each by its type)."""
+    return b"event: " + name.encode() + b"\ndata: " + data + b"\n\n"
+
+
 def json_event(payload: object) -> bytes:
     """One event carrying ``payload`` as JSON."""
     return data_event(json_codec.dumps(payload))

@@ -48,6 +48,7 @@ _PLACES = {
     "proxy.orchestrate": "modes",
     "proxy.registry": "modes",
     "proxy.passthrough": "modes",
+    "proxy.responses_api": "modes",
     "proxy.app": "web",
     "proxy.services": "web",
     "proxy.readiness": "web",

@@ -1,8 +1,8 @@
 """The OpenAI wire: typed models of what clients send and what they get back.
 
 One module per API, as vLLM's ``protocol.py`` ended up split: :mod:`.chat` for chat
-completions today, a ``responses`` module beside it for the Responses API later (its
-own models and a translation to and from chat's, the modes unchanged). What the
+completions, :mod:`.responses` for the Responses API, and :mod:`.translation`, the one
+translation from the second to the first and back (the modes speak chat only). What the
 APIs share is in :mod:`.base` (the two base models, the error object, pydantic
 locations in OpenAI's spelling) and :mod:`.body`.
 

@@ -21,8 +21,10 @@ written) takes about 12 µs against 6 µs as a bare dict, on the 2-core test mac
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+from pydantic_core import ErrorDetails
 
 from proxy import json_codec
+from proxy.errors import InvalidRequest
 
 
 class WireRequest(BaseModel):
@@ -62,6 +64,28 @@ class ErrorResponse(WireReply):
     """An error body, or the error event that ends a stream: ``{"error": {...}}``."""
 
     error: ErrorObject
+
+
+def invalid_request(
+    error: ErrorDetails, prefix: tuple[int | str, ...] = (), skip: int = 0
+) -> InvalidRequest:
+    """A pydantic error as a 400 naming the field in OpenAI's spelling; ``prefix`` is
+    where the validated value sits in the body, ``skip`` drops that many parts of its own."""
+    param = format_param((*prefix, *error["loc"][skip:]))
+    message = error["msg"]
+    if error["type"] == "missing":
+        message = f"Missing required parameter: '{param}'."
+    elif param:
+        message = f"Invalid value for '{param}': {message}."
+    return InvalidRequest(message, param=param or None, code=_code(error["type"]))
+
+
+def _code(error_type: str) -> str:
+    if error_type == "missing":
+        return "missing_required_parameter"
+    if error_type.endswith("_type") or error_type.endswith("_parsing"):
+        return "invalid_type"
+    return "invalid_value"
 
 
 def format_param(loc: tuple[int | str, ...]) -> str:

@@ -16,11 +16,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
 
 from proxy import json_codec
 from proxy.errors import InvalidRequest, UpstreamError
-from proxy.protocol.base import WireReply, format_param
+from proxy.protocol.base import WireReply, invalid_request
 from proxy.protocol.base import WireRequest as _Wire
 
 Mode = Literal["passthrough", "select", "orchestrate"]
@@ -124,7 +123,7 @@ def parse_request(body: object, batched: bool = False) -> ChatCompletionRequest:
     try:
         return ChatCompletionRequest.model_validate(body)
     except ValidationError as exc:
-        raise _invalid(exc.errors()[0], ()) from None
+        raise invalid_request(exc.errors()[0]) from None
 
 
 _BATCH = 256
@@ -148,26 +147,8 @@ def _in_batches(items: list[Any], key: str) -> list[Any]:
             error = exc.errors()[0]
             index = error["loc"][0]
             assert isinstance(index, int)
-            raise _invalid(error, (key, start + index), skip=1) from None
+            raise invalid_request(error, (key, start + index), skip=1) from None
     return validated
-
-
-def _invalid(error: ErrorDetails, prefix: tuple[int | str, ...], skip: int = 0) -> InvalidRequest:
-    param = format_param((*prefix, *error["loc"][skip:]))
-    message = error["msg"]
-    if error["type"] == "missing":
-        message = f"Missing required parameter: '{param}'."
-    elif param:
-        message = f"Invalid value for '{param}': {message}."
-    return InvalidRequest(message, param=param or None, code=_code(error["type"]))
-
-
-def _code(error_type: str) -> str:
-    if error_type == "missing":
-        return "missing_required_parameter"
-    if error_type.endswith("_type") or error_type.endswith("_parsing"):
-        return "invalid_type"
-    return "invalid_value"
 
 
 # --- the answer: chat.completion -------------------------------------------------------

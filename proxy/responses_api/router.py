@@ -1,0 +1,82 @@
+"""The HTTP face of the Responses API: ``POST /v1/responses``, ``GET`` and ``DELETE``
+``/v1/responses/{id}``. Read and check the request, hand it to the service, answer
+JSON for a response and server-sent events for a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from proxy.auth import authenticate
+from proxy.chat.router import IDEMPOTENCY_KEY, respond, with_mode_header
+from proxy.config import Limits
+from proxy.context import RequestContext
+from proxy.disconnect import cancelled_on_disconnect
+from proxy.errors import InvalidRequest
+from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
+from proxy.protocol.responses import DeletedResponse, ResponsesRequest, parse_responses_request
+from proxy.responses import JSONResponse
+from proxy.responses_api.store import scope_of
+from proxy.services import services_of
+
+
+async def create_response(request: Request) -> Response:
+    await authenticate(request)
+    services = services_of(request)
+    context: RequestContext = request.state.context
+    limits = services.settings.limits
+    raw = await read_body(request, limits.max_body_bytes)
+    header = request.headers.get("x-toolgraph-mode")
+    if len(raw) <= ON_LOOP_BYTES:
+        parsed = parse_body(raw, header, limits)
+    else:  # off the loop: see proxy.protocol.body
+        parsed = await asyncio.to_thread(parse_body, raw, header, limits)
+    scope = scope_of(context.client_key)
+    key = request.headers.get(IDEMPOTENCY_KEY)
+    async with cancelled_on_disconnect(request.receive):
+        answer = await services.responses.create(parsed, context, scope, key)
+    return respond(answer)
+
+
+async def get_response(request: Request) -> Response:
+    await authenticate(request)
+    services = services_of(request)
+    scope = scope_of(request.state.context.client_key)
+    response_id = request.path_params["response_id"]
+    return JSONResponse(await services.responses.store.get(scope, response_id))
+
+
+async def delete_response(request: Request) -> Response:
+    await authenticate(request)
+    services = services_of(request)
+    scope = scope_of(request.state.context.client_key)
+    response_id = request.path_params["response_id"]
+    await services.responses.store.delete(scope, response_id)
+    return JSONResponse(DeletedResponse(id=response_id).model_dump(mode="json"))
+
+
+def parse_body(raw: bytes, mode: str | None, limits: Limits) -> ResponsesRequest:
+    """The checked request: lengths and depth first, fields last."""
+    body: Any = decode_json(raw, limits.max_json_depth, {"tools": limits.max_tools})
+    items = body.get("input") if isinstance(body, dict) else None
+    if isinstance(items, list) and len(items) > limits.max_messages:
+        raise InvalidRequest(
+            f"too many input items: more than {limits.max_messages} (limits.max_messages)",
+            param="input",
+            code="too_many_input_items",
+        )
+    if mode is not None:
+        body = with_mode_header(body, mode)
+    return parse_responses_request(body)
+
+
+routes = [
+    Route("/v1/responses", create_response, methods=["POST"]),
+    Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
+    Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+]

@@ -1,0 +1,147 @@
+"""``POST /v1/responses`` without HTTP: translated into a chat completion request, served
+by the request's mode as chat is, and its answer translated back.
+
+The modes are the same services chat completions dispatches to
+(:class:`~proxy.protocol.mode.Modes`); nothing here knows which one runs. The
+conversation a request continues (``previous_response_id``) is read from the
+:class:`~proxy.responses_api.store.ResponseStore` before, and the answer stored
+after, unless the client says ``store: false``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from proxy import json_codec, sse
+from proxy.context import RequestContext
+from proxy.errors import UpstreamError
+from proxy.protocol.chat import parse_request, read_chunk, read_completion
+from proxy.protocol.mode import Answer, ChatCall, Events, Modes
+from proxy.protocol.responses import Response, ResponsesRequest, StreamEvent
+from proxy.protocol.translation import (
+    EventTranslator,
+    Messages,
+    assistant_message,
+    chat_body,
+    conversation,
+    skeleton,
+    to_response,
+)
+from proxy.responses_api.store import ResponseStore
+from proxy.upstream import Reply
+
+log = logging.getLogger(__name__)
+
+
+class ResponsesService:
+    def __init__(self, modes: Modes, store: ResponseStore) -> None:
+        self._modes = modes
+        self.store = store
+
+    async def create(
+        self, request: ResponsesRequest, context: RequestContext, scope: str, key: str | None
+    ) -> Answer:
+        """The answer to ``request``: a whole response, or its stream of events."""
+        history: Messages = []
+        if request.previous_response_id is not None:
+            history = await self.store.previous(scope, request.previous_response_id)
+        messages = conversation(request, history)
+        body = chat_body(request, messages)
+        chat = parse_request(body)
+        context.mode = chat.resolve_mode(self._modes.default)  # decided here, and only here
+        mode = self._modes.service(context.mode)
+        call = ChatCall(chat, body, json_codec.dumps(body), context, key)
+        turn = _Turn(self.store, scope, request, messages)
+        if request.stream:
+            return turn.events(await mode.stream(call))
+        return await turn.reply(await mode.complete(call))
+
+
+class _Turn:
+    """One request's answer on its way back: translated, then stored."""
+
+    def __init__(
+        self, store: ResponseStore, scope: str, request: ResponsesRequest, messages: Messages
+    ) -> None:
+        self._store = store
+        self._scope = scope
+        self._request = request
+        self._messages = messages
+        self._response = skeleton(request)
+
+    async def reply(self, reply: Reply) -> Reply:
+        if reply.status >= 400:  # a stored error replayed: already in OpenAI's shape
+            return reply
+        response = to_response(read_completion(reply.content), self._response)
+        await self._save(response)
+        return Reply(dump(response), reply.headers)
+
+    def events(self, answer: Answer) -> Answer:
+        if isinstance(answer, Reply):
+            return answer if answer.status >= 400 else Events(self._replayed(answer))
+        return Events(self._translated(answer.events), answer.headers)
+
+    async def _translated(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        translator = EventTranslator(self._response)
+        yield _encode(translator.start())
+        ended = False
+        try:
+            async for events in chunks:
+                if events.startswith(b":"):  # a keep-alive comment: passed on
+                    yield events
+                    continue
+                for data in sse.data_fields(events):
+                    out, ended = _step(translator, data)
+                    if out:
+                        yield _encode(out)
+                if ended:
+                    break
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if not ended:
+            yield _encode(translator.finish())
+        if translator.response.status != "failed":
+            await self._save(translator.response)
+
+    async def _replayed(self, reply: Reply) -> AsyncIterator[bytes]:
+        translator = EventTranslator(self._response)
+        yield _encode(translator.start())
+        response = to_response(read_completion(reply.content), self._response)
+        yield _encode([translator.whole("response.completed")])
+        await self._save(response)
+
+    async def _save(self, response: Response) -> None:
+        if self._request.store is False:
+            return
+        messages = [*self._messages, assistant_message(response)]
+        await self._store.save(self._scope, response.model_dump(mode="json"), messages)
+
+
+def _step(translator: EventTranslator, data: bytes) -> tuple[list[StreamEvent], bool]:
+    """The events one chat event makes, and whether the stream has ended."""
+    if data == sse.DONE_DATA:
+        return translator.finish(), True
+    payload: Any = json_codec.loads(data)
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        error = payload["error"]
+        return translator.fail(error.get("code"), str(error.get("message", "")), None), True
+    try:
+        return translator.chunk(read_chunk(payload)), False
+    except UpstreamError as exc:
+        return translator.fail(exc.code, exc.message, None), True
+
+
+def dump(model: Response) -> bytes:
+    """A Responses API object as JSON, every field written (its SDK requires them)."""
+    return json_codec.dumps(model.model_dump(mode="json"))
+
+
+def _encode(events: list[StreamEvent]) -> bytes:
+    return b"".join(
+        sse.named_event(event.type, json_codec.dumps(event.model_dump(mode="json")))
+        for event in events
+    )

@@ -1,0 +1,92 @@
+"""Stored responses: what ``previous_response_id`` continues and ``GET`` returns.
+
+Each entry is one response with the conversation up to it, as chat messages (so
+that a follow-up is one read, however long the chain), under the hash of the key
+of the client that made it: another client's id reads as unknown, never as
+forbidden, so ids cannot be probed. Kept in the app's :mod:`proxy.kv` store
+(Redis when configured) as its own use, ``responses``, within
+``responses.max_stored`` and ``responses.store_ttl``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from proxy import json_codec
+from proxy.config import Responses
+from proxy.errors import InvalidRequest, NotFound, StoreFull
+from proxy.kv import Bound, KeyValue, open_key_value
+
+log = logging.getLogger(__name__)
+
+Messages = list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    response: dict[str, Any]
+    messages: Messages  # the conversation up to and including this response
+
+
+class ResponseStore:
+    def __init__(self, redis: Redis | None, settings: Responses) -> None:
+        bound = Bound("responses", settings.max_stored, settings.max_stored_bytes)
+        self._kv: KeyValue = open_key_value(redis, bound)
+        self._ttl = settings.store_ttl
+
+    async def save(self, scope: str, response: dict[str, Any], messages: Messages) -> None:
+        """Keep ``response``; one too large to keep is logged and left out."""
+        value = json_codec.dumps({"scope": scope, "response": response, "messages": messages})
+        try:
+            await self._kv.put(_key(response["id"]), value, self._ttl)
+        except StoreFull as exc:
+            log.warning("response %s not stored: %s", response["id"], exc.message)
+
+    async def find(self, scope: str, response_id: str) -> Stored | None:
+        value = await self._kv.get(_key(response_id))
+        if value is None:
+            return None
+        entry = json_codec.loads(value)
+        if entry.get("scope") != scope:
+            return None
+        return Stored(entry["response"], entry["messages"])
+
+    async def previous(self, scope: str, response_id: str) -> Messages:
+        """The conversation a ``previous_response_id`` continues, or a 400."""
+        stored = await self.find(scope, response_id)
+        if stored is None:
+            raise InvalidRequest(
+                f"Previous response with id '{response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        return stored.messages
+
+    async def get(self, scope: str, response_id: str) -> dict[str, Any]:
+        stored = await self.find(scope, response_id)
+        if stored is None:
+            raise _not_found(response_id)
+        return stored.response
+
+    async def delete(self, scope: str, response_id: str) -> None:
+        if await self.find(scope, response_id) is None:
+            raise _not_found(response_id)
+        await self._kv.delete(_key(response_id))
+
+
+def _key(response_id: str) -> str:
+    return f"response:{response_id}"
+
+
+def _not_found(response_id: str) -> NotFound:
+    return NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
+
+
+def scope_of(client_key: str | None) -> str:
+    """What scopes a client's stored responses: a hash of its key."""
+    return hashlib.sha256((client_key or "").encode()).hexdigest()[:32]
