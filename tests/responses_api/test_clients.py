@@ -1,0 +1,110 @@
+"""Agent frameworks that speak the Responses API, run against toolgraph: the OpenAI
+Agents SDK (``openai-agents``) and LangChain's ``ChatOpenAI(use_responses_api=True)``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+
+from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from tests.conftest import ServerThread
+from tests.responses_api.test_translate import chat_requests
+
+
+@function_tool
+def get_weather(city: str) -> str:
+    """Current weather for a city."""
+    return f"sunny in {city}"
+
+
+async def test_an_agents_sdk_agent_calls_its_function_tool(
+    proxy: ServerThread, upstream: FakeUpstream
+) -> None:
+    upstream.enqueue(
+        Script(tool_calls=(FakeToolCall("get_weather", '{"city":"Paris"}', "call_a"),)),
+        Script(text="It is sunny in Paris."),
+    )
+    client = openai.AsyncOpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
+    agent = Agent(
+        name="weather",
+        instructions="Answer with the weather tool.",
+        tools=[get_weather],
+        model=OpenAIResponsesModel(model="gpt-x", openai_client=client),
+    )
+
+    try:
+        result = await Runner.run(
+            agent, "Weather in Paris?", run_config=RunConfig(tracing_disabled=True)
+        )
+    finally:
+        await client.close()
+
+    assert result.final_output == "It is sunny in Paris."
+    first, second = chat_requests(upstream)
+    assert first["tools"][0]["function"]["name"] == "get_weather"
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_a",
+        "content": "sunny in Paris",
+    }
+
+
+async def test_an_agents_sdk_agent_streams(proxy: ServerThread, upstream: FakeUpstream) -> None:
+    upstream.enqueue(Script(text="streamed words here"))
+    client = openai.AsyncOpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
+    agent = Agent(name="plain", model=OpenAIResponsesModel(model="gpt-x", openai_client=client))
+
+    try:
+        result = Runner.run_streamed(agent, "Say it", run_config=RunConfig(tracing_disabled=True))
+        kinds = [event.type async for event in result.stream_events()]
+    finally:
+        await client.close()
+
+    assert result.final_output == "streamed words here"
+    assert "raw_response_event" in kinds
+
+
+@tool
+def get_time(tz: str) -> str:
+    """The time in a time zone."""
+    return f"noon in {tz}"
+
+
+def test_langchain_with_the_responses_api(proxy: ServerThread, upstream: FakeUpstream) -> None:
+    upstream.enqueue(
+        Script(tool_calls=(FakeToolCall("get_time", '{"tz":"UTC"}', "call_t"),)),
+        Script(text="It is noon."),
+    )
+    llm = ChatOpenAI(
+        model="gpt-x",
+        base_url=f"{proxy.url}/v1",
+        api_key="sk-client",  # type: ignore[arg-type]
+        use_responses_api=True,
+        max_retries=0,
+    ).bind_tools([get_time])
+
+    first = llm.invoke("What time is it in UTC?")
+    (call,) = first.tool_calls  # type: ignore[attr-defined]
+    assert (call["name"], call["args"], call["id"]) == ("get_time", {"tz": "UTC"}, "call_t")
+    history: list[Any] = [
+        ("user", "What time is it in UTC?"),
+        first,
+        {"role": "tool", "tool_call_id": "call_t", "content": get_time.invoke(call["args"])},
+    ]
+    second = llm.invoke(history)
+
+    assert second.text == "It is noon."
+    _, sent = chat_requests(upstream)
+    assert sent["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_t",
+        "content": "noon in UTC",
+    }
+    assert json.loads(sent["messages"][-2]["tool_calls"][0]["function"]["arguments"]) == {
+        "tz": "UTC"
+    }
