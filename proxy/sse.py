@@ -1,8 +1,9 @@
 """Server-sent events as OpenAI streams them: the one place that writes or reads the framing.
 
-An event is a ``data:`` line and a blank line; an OpenAI stream ends with
-``data: [DONE]``; a line that starts with ``:`` is a comment, which the proxy sends
-as a keep-alive while it has nothing else to say. Relayed upstream events are cut
+An event is a ``data:`` line (after an ``event:`` line naming it, in the Responses
+API) and a blank line; a chat completions stream ends with ``data: [DONE]``; a line
+that starts with ``:`` is a comment, which the proxy sends as a keep-alive while it
+has nothing else to say. Relayed upstream events are cut
 at their boundaries (:class:`EventCutter`) and passed on byte for byte, never
 decoded and encoded again.
 """
@@ -44,8 +45,17 @@ def data_fields(events: bytes) -> Iterator[bytes]:
 
 
 def ends_stream(events: bytes) -> bool:
-    """Whether ``events`` hold the ``data: [DONE]`` that ends an OpenAI stream."""
-    return _DONE_LINE in events
+    """Whether ``events`` hold the ``data: [DONE]`` that ends a chat (or completions)
+    stream, or the last event of a Responses API stream, which sends no ``[DONE]``."""
+    if _DONE_LINE in events:
+        return True
+    return _RESPONSE_EVENT in events and any(end in events for end in _RESPONSE_ENDS)
+
+
+_RESPONSE_EVENT = b"event: response."
+_RESPONSE_ENDS = tuple(
+    b"event: response." + kind + b"\n" for kind in (b"completed", b"failed", b"incomplete")
+)
 
 
 class EventCutter:

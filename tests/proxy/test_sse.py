@@ -29,3 +29,11 @@ def test_data_is_read_back_and_the_end_found() -> None:
     assert sse.ends_stream(STREAM)
     assert not sse.ends_stream(sse.json_event({"text": "[DONE]"}))
     assert sse.json_event({"a": 1}) == b'data: {"a":1}\n\n'
+
+
+def test_a_responses_stream_ends_at_its_last_event() -> None:
+    delta = sse.named_event("response.output_text.delta", b'{"delta":"event: response.done"}')
+    assert not sse.ends_stream(delta)
+    for last in ("response.completed", "response.failed", "response.incomplete"):
+        assert sse.ends_stream(delta + sse.named_event(last, b"{}"))
+    assert not sse.ends_stream(sse.named_event("response.completed_soon", b"{}"))
