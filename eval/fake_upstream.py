@@ -1,13 +1,15 @@
 """A scriptable OpenAI-compatible upstream: a real HTTP server on loopback.
 
 It stands in for the external LLM only, in the tests and in the overhead
-benchmark. Each request takes the script its :attr:`FakeUpstream.responder` picks
-for it (a test's function of the request body, for answers that depend on what
-was asked, such as parallel calls), else the next queued :class:`Script`, else
-the default one, and is answered as OpenAI's API would: a plain answer, streamed chunks with
-``usage``, tool calls in both forms, an error, or a slow or hung answer. Every
-request is recorded (unless ``record=False``, as the command line runs it) so a
-test can check what reached the upstream.
+benchmark. It serves chat completions, the routes beside them (completions, plain
+and streamed; embeddings, as floats or base64; moderations) and the model list
+(:attr:`FakeUpstream.models`). Each request takes the script its
+:attr:`FakeUpstream.responder` picks for it (a test's function of the request body,
+for answers that depend on what was asked, such as parallel calls), else the next
+queued :class:`Script`, else the default one, and is answered as OpenAI's API would:
+a plain answer, streamed chunks with ``usage``, tool calls in both forms, an error,
+or a slow or hung answer. Every request is recorded (unless ``record=False``, as the
+command line runs it) so a test can check what reached the upstream.
 
     python -m eval.fake_upstream --port 9100 --delay-ms 20
 """
@@ -16,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import hashlib
 import itertools
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -88,6 +93,7 @@ class FakeUpstream:
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0  # hung answers whose client went away
         self.responder: Responder | None = None
+        self.models = list(_MODELS)
         self._queue: deque[Script] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,6 +111,7 @@ class FakeUpstream:
 
     def reset(self) -> None:
         self.responder = None
+        self.models = list(_MODELS)
         self._queue.clear()
         self.requests.clear()
         self.disconnects = 0
@@ -172,19 +179,8 @@ class FakeUpstream:
         parsed = json_codec.loads(body) if body else None  # big integers exact
         if self.record:
             self.requests.append(RecordedRequest(method, path, headers, parsed))
-        if path.endswith("/models") and method == "GET":
-            await _send_json(
-                writer,
-                200,
-                {
-                    "object": "list",
-                    "data": [
-                        {"id": "fake-model", "object": "model", "created": 0, "owned_by": "fake"}
-                    ],
-                },
-            )
-            return True
-        if not path.endswith("/chat/completions") or method != "POST":
+        route = _route(method, path)
+        if route is None:
             await _send_json(
                 writer,
                 404,
@@ -199,17 +195,20 @@ class FakeUpstream:
             )
             return True
         request = parsed if isinstance(parsed, dict) else {}
-        script = self.responder(request) if self.responder is not None else None
+        script = None
+        if self.responder is not None and method == "POST":
+            script = self.responder(request)
         if script is None:
             script = self._queue.popleft() if self._queue else self.default
-        return await self._answer_chat(reader, writer, script, request)
+        return await self._answer(reader, writer, script, request, route)
 
-    async def _answer_chat(
+    async def _answer(
         self,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         script: Script,
         request: dict[str, Any],
+        route: str = "/chat/completions",
     ) -> bool:
         if script.hang:
             return await self._hang(reader)
@@ -227,7 +226,17 @@ class FakeUpstream:
                 }
                 await _send_json(writer, script.status, {"error": error}, script.headers)
             return True
-        answer = _Answer(script, request, next(self._ids))
+        number = next(self._ids)
+        if route == "/models":
+            await _send_json(writer, 200, _model_list(self.models), script.headers)
+            return True
+        if route == "/embeddings":
+            await _send_json(writer, 200, _embeddings(request), script.headers)
+            return True
+        if route == "/moderations":
+            await _send_json(writer, 200, _moderations(request, number), script.headers)
+            return True
+        answer = _Answer(script, request, number, text_api=route == "/completions")
         if not request.get("stream"):
             await _send_json(writer, 200, answer.completion(), script.headers)
             return True
@@ -266,13 +275,17 @@ class FakeUpstream:
 class _Answer:
     """One scripted answer, as a whole completion or as OpenAI's stream of chunks."""
 
-    def __init__(self, script: Script, request: dict[str, Any], number: int) -> None:
+    def __init__(
+        self, script: Script, request: dict[str, Any], number: int, text_api: bool = False
+    ) -> None:
         self.script = script
         self.request = request
-        self.id = f"chatcmpl-fake{number:06d}"
+        self.text_api = text_api  # /v1/completions: a prompt in, choices of text out
+        self.id = f"{'cmpl' if text_api else 'chatcmpl'}-fake{number:06d}"
         self.created = int(time.time())
         self.model = str(request.get("model", "fake-model"))
-        self.text = script.text if script.text is not None else _echo(request)
+        echoed = _echo_prompt(request) if text_api else _echo(request)
+        self.text = script.text if script.text is not None else echoed
         self.calls = [
             FakeToolCall(c.name, c.arguments, c.id or f"call_{number}_{i}")
             for i, c in enumerate(script.tool_calls)
@@ -281,7 +294,7 @@ class _Answer:
     def usage(self) -> dict[str, int]:
         prompt = sum(
             len(str(m.get("content") or "").split()) for m in self.request.get("messages", [])
-        )
+        ) + len(str(self.request.get("prompt") or "").split())
         completion = len(self.text.split()) + sum(len(c.arguments) // 4 for c in self.calls)
         return {
             "prompt_tokens": prompt,
@@ -295,6 +308,8 @@ class _Answer:
         return "tool_calls" if self.calls else "stop"
 
     def completion(self) -> dict[str, Any]:
+        if self.text_api:
+            return {**self._text_chunk(self.text, self.finish_reason()), "usage": self.usage()}
         message: dict[str, Any] = {
             "role": "assistant",
             "content": None if self.calls else self.text,
@@ -328,6 +343,9 @@ class _Answer:
 
     def events(self) -> Iterator[bytes]:
         include_usage = bool((self.request.get("stream_options") or {}).get("include_usage"))
+        if self.text_api:
+            yield from self._text_events(include_usage)
+            return
         for delta, finish in self._deltas():
             chunk: dict[str, Any] = {
                 "id": self.id,
@@ -354,6 +372,28 @@ class _Answer:
                     "usage": self.usage(),
                 }
             )
+        yield b"[DONE]"
+
+    def _text_chunk(self, text: str, finish: str | None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}],
+        }
+
+    def _text_events(self, include_usage: bool) -> Iterator[bytes]:
+        words = self.text.split(" ")
+        for i, word in enumerate(words):
+            last = i == len(words) - 1
+            chunk = self._text_chunk(word if last else word + " ", None)
+            if last:
+                chunk["choices"][0]["finish_reason"] = self.finish_reason()
+            yield orjson.dumps(chunk)
+        if include_usage:
+            yield orjson.dumps({**self._text_chunk("", None), "choices": [], "usage": self.usage()})
         yield b"[DONE]"
 
     def _deltas(self) -> Iterator[tuple[dict[str, Any], str | None]]:
@@ -385,6 +425,77 @@ class _Answer:
                 fragment = call.arguments[start : start + 8]
                 yield {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}, None
         yield {}, self.finish_reason()
+
+
+_MODELS = ("fake-model",)
+_ROUTES = {
+    "POST": ("/chat/completions", "/completions", "/embeddings", "/moderations"),
+    "GET": ("/models",),
+}
+_CATEGORIES = ("harassment", "hate", "illicit", "self-harm", "sexual", "violence")
+EMBEDDING_SIZE = 8
+
+
+def _route(method: str, path: str) -> str | None:
+    """The route ``path`` asks for, under any base path (``/v1``, or none)."""
+    for route in _ROUTES.get(method, ()):
+        if path.endswith(route):
+            return route
+    return None
+
+
+def _model_list(models: list[str]) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models],
+    }
+
+
+def embedding_of(text: str) -> list[float]:
+    """The fake's embedding of ``text``: a few floats that differ from text to text."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [byte / 255 for byte in digest[:EMBEDDING_SIZE]]
+
+
+def _embeddings(request: dict[str, Any]) -> dict[str, Any]:
+    inputs = request.get("input")
+    texts = [str(i) for i in inputs] if isinstance(inputs, list) else [str(inputs)]
+    as_base64 = request.get("encoding_format") == "base64"
+    data = []
+    for index, text in enumerate(texts):
+        vector = embedding_of(text)
+        packed = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+        data.append(
+            {"object": "embedding", "index": index, "embedding": packed if as_base64 else vector}
+        )
+    tokens = sum(len(text.split()) for text in texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": str(request.get("model")),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def _moderations(request: dict[str, Any], number: int) -> dict[str, Any]:
+    """Each input flagged for violence when it says "attack", for nothing else."""
+    inputs = request.get("input")
+    texts = [str(i) for i in inputs] if isinstance(inputs, list) else [str(inputs)]
+    results = []
+    for text in texts:
+        violent = "attack" in text.lower()
+        categories = {c: c == "violence" and violent for c in _CATEGORIES}
+        scores = {c: 0.9 if flagged else 0.01 for c, flagged in categories.items()}
+        results.append({"flagged": violent, "categories": categories, "category_scores": scores})
+    model = str(request.get("model") or "omni-moderation-latest")
+    return {"id": f"modr-fake{number:06d}", "model": model, "results": results}
+
+
+def _echo_prompt(request: dict[str, Any]) -> str:
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and prompt:
+        prompt = prompt[0]
+    return f"You said: {prompt}" if isinstance(prompt, str) else "You said something."
 
 
 def _echo(request: dict[str, Any]) -> str:

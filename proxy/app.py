@@ -17,8 +17,9 @@ from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.logs import configure_logging
-from proxy.middleware import ObservabilityMiddleware
+from proxy.middleware import ObservabilityMiddleware, UnprefixedPaths
 from proxy.orchestrate import router as orchestrate_router
+from proxy.passthrough.router import routes as relayed_routes
 from proxy.registry import router as registry_router
 from proxy.responses import error_response
 from proxy.responses_api.router import routes as responses_routes
@@ -41,11 +42,13 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
         app.state.services = services
     app.router.routes.extend(chat_routes)
     app.router.routes.extend(responses_routes)
+    app.router.routes.extend(relayed_routes)
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
     app.include_router(registry_router.router)
     app.include_router(orchestrate_router.router)
     _add_error_handlers(app, settings.secrets())
+    app.add_middleware(UnprefixedPaths, router=app.router)
     app.add_middleware(ObservabilityMiddleware, secrets=settings.secrets())
     return app
 

@@ -1,4 +1,5 @@
-"""The outermost layer: request id, timing headers, metrics, the access log line.
+"""The outer layers: request id, timing headers, metrics, the access log line; and
+the ``/v1`` routes served without their prefix.
 
 A plain ASGI middleware rather than Starlette's ``BaseHTTPMiddleware``, which would
 buffer each streamed chunk through an extra task and queue.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy import metrics
@@ -17,15 +19,27 @@ from proxy.errors import InternalError, redact_headers
 
 log = logging.getLogger(__name__)
 
-_ROUTES = frozenset(
-    {"/v1/chat/completions", "/v1/models", "/healthz", "/readyz", "/metrics"}
+_PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
+_API = frozenset(
+    {
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/completions",
+        "/v1/embeddings",
+        "/v1/moderations",
+        "/v1/models",
+    }
 )  # Other paths share one label so a scanner cannot blow up the series count.
 
 
 def route_label(path: str) -> str:
-    if path in _ROUTES:
+    """The route's metrics label; a route served without ``/v1`` counts as the one with."""
+    if path in _PROBES:
         return path
-    if path.startswith("/v1/models/"):
+    api = path if path.startswith("/v1/") else f"/v1{path}"
+    if api in _API:
+        return api
+    if api.startswith("/v1/models/"):
         return "/v1/models/{model}"
     return "other"
 
@@ -93,6 +107,26 @@ class ObservabilityMiddleware:
                 elapsed * 1000,
                 overhead * 1000,
             )
+
+
+class UnprefixedPaths:
+    """Every ``/v1/…`` route served without its prefix too (``POST /chat/completions``),
+    as LiteLLM's proxy serves them, so a client whose ``base_url`` lacks ``/v1`` finds
+    them: a path the app would route with the prefix is given it. The routes are
+    defined once, the routing table read as it is; paths under ``/v1`` pass untouched."""
+
+    def __init__(self, app: ASGIApp, router: Router) -> None:
+        self.app = app
+        self.router = router
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith("/v1/"):
+            prefixed = {**scope, "path": f"/v1{scope['path']}"}
+            if any(route.matches(prefixed)[0] != Match.NONE for route in self.router.routes):
+                if "raw_path" in scope:
+                    prefixed["raw_path"] = b"/v1" + scope["raw_path"]
+                scope = prefixed
+        await self.app(scope, receive, send)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

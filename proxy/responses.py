@@ -9,6 +9,8 @@ from starlette.responses import Response
 
 from proxy import json_codec
 from proxy.errors import ToolgraphError
+from proxy.protocol.mode import Answer, Events
+from proxy.streaming import EventStreamResponse
 
 
 class JSONResponse(Response):
@@ -18,6 +20,18 @@ class JSONResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return json_codec.dumps(content)
+
+
+def respond(answer: Answer) -> Response:
+    """JSON for a whole answer, server-sent events for a stream."""
+    if isinstance(answer, Events):
+        return EventStreamResponse(answer.events, answer.headers)
+    return Response(
+        answer.content,
+        status_code=answer.status,
+        media_type="application/json",
+        headers=answer.headers,
+    )
 
 
 def error_response(error: ToolgraphError, secrets: Iterable[str] = ()) -> Response:

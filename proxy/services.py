@@ -40,6 +40,7 @@ from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
+from proxy.passthrough.service import RelayService
 from proxy.protocol.chat import Mode
 from proxy.protocol.mode import ChatMode, Modes
 from proxy.readiness import Check, Readiness, http_check, neo4j_check, redis_check
@@ -66,6 +67,7 @@ class AppServices:
     modes: Modes  # chat completions' dispatch table
     responses: ResponsesService  # the Responses API, over the same modes
     orchestrator: Orchestrator
+    relayed: RelayService  # embeddings, completions, moderations
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
     readiness: Readiness
     master_key: bytes | None
@@ -97,7 +99,8 @@ async def open_services(
     if settings.retriever.preload:
         await select.start()  # else on the first select request: passthrough never loads it
     session = make_session(settings.timeouts)
-    upstreams = Upstreams(RelayUpstream(session), LiteLLMUpstream(settings.timeouts.request))
+    relay = RelayUpstream(session)
+    upstreams = Upstreams(relay, LiteLLMUpstream(settings.timeouts.request))
     stack.push_async_callback(upstreams.litellm.aclose)
     stack.push_async_callback(upstreams.relay.aclose)  # closes the session
     executor = ToolExecutor(settings.executor, redis)
@@ -128,6 +131,7 @@ async def open_services(
         modes=modes,
         responses=ResponsesService(modes, ResponseStore(redis, settings.responses)),
         orchestrator=orchestrator,
+        relayed=RelayService(router, relay, settings.timeouts.request, settings.secrets()),
         registry=registry,
         readiness=Readiness(_checks(settings, redis, session, catalog)),
         master_key=_key_bytes(settings.master_key),

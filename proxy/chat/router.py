@@ -25,9 +25,9 @@ from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.protocol.chat import ChatCompletionRequest, parse_request
-from proxy.protocol.mode import Answer, ChatCall, Events
+from proxy.protocol.mode import ChatCall
+from proxy.responses import respond
 from proxy.services import services_of
-from proxy.streaming import EventStreamResponse
 
 IDEMPOTENCY_KEY = "idempotency-key"
 
@@ -51,18 +51,6 @@ async def create_chat_completion(request: Request) -> Response:
     async with cancelled_on_disconnect(request.receive):
         answer = await (service.stream(call) if chat_request.stream else service.complete(call))
     return respond(answer)
-
-
-def respond(answer: Answer) -> Response:
-    """JSON for a whole answer, server-sent events for a stream."""
-    if isinstance(answer, Events):
-        return EventStreamResponse(answer.events, answer.headers)
-    return Response(
-        answer.content,
-        status_code=answer.status,
-        media_type="application/json",
-        headers=answer.headers,
-    )
 
 
 def parse_body(

@@ -7,20 +7,14 @@ neither package imports the other.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from proxy import metrics
 from proxy.context import RequestContext
-from proxy.errors import ToolgraphError, UpstreamTimeout
 from proxy.protocol.chat import ChatCompletionRequest
 from proxy.protocol.mode import ChatCall, Events
-from proxy.upstream import EventStream, ModelRouter, Reply, Target, Upstreams, within
-
-log = logging.getLogger(__name__)
+from proxy.upstream import ModelRouter, Reply, Target, Upstreams, relay_events, within
 
 #: What select mode does to a request before it goes upstream: its tools cut down.
 Rewrite = Callable[[ChatCompletionRequest, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -57,32 +51,8 @@ class ChatService:
         upstream = self._upstreams.for_target(target)
         async with self._deadline():
             stream = await upstream.stream(target, body, raw, call.context)
-        return Events(self.relay_events(stream, call.context), stream.headers)
-
-    async def relay_events(
-        self, stream: EventStream, context: RequestContext
-    ) -> AsyncIterator[bytes]:
-        """The client's side of a started stream; an error ends it with an error event."""
-        first = True
-        try:
-            async with asyncio.timeout(self._remaining(context)):
-                async for events in stream:
-                    if first:
-                        metrics.TIME_TO_FIRST_TOKEN.labels(context.mode, context.model).observe(
-                            context.elapsed()
-                        )
-                        first = False
-                    yield events
-        except TimeoutError:
-            log.warning("stream cut at the request deadline")
-            yield UpstreamTimeout("the request exceeded its time limit while streaming").to_sse(
-                self._secrets
-            )
-        except ToolgraphError as exc:
-            log.warning("stream ended by %s: %s", type(exc).__name__, exc.message)
-            yield exc.to_sse(self._secrets)
-        finally:
-            await stream.aclose()
+        events = relay_events(stream, call.context, self._remaining(call.context), self._secrets)
+        return Events(events, stream.headers)
 
     async def _prepare(self, call: ChatCall) -> tuple[Target, dict[str, Any], bytes | None]:
         """Where the request goes, its body, and its bytes when they can go as they are."""

@@ -13,14 +13,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from proxy.auth import authenticate
-from proxy.chat.router import IDEMPOTENCY_KEY, respond, with_mode_header
+from proxy.chat.router import IDEMPOTENCY_KEY, with_mode_header
 from proxy.config import Limits
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.protocol.responses import DeletedResponse, ResponsesRequest, parse_responses_request
-from proxy.responses import JSONResponse
+from proxy.responses import JSONResponse, respond
 from proxy.responses_api.store import scope_of
 from proxy.services import services_of
 

@@ -1,6 +1,15 @@
 """Talking to the LLM upstream: routing a model name, relaying or translating the call."""
 
-from proxy.upstream.base import EventStream, Reply, Upstream, Upstreams, within
+from proxy.upstream.base import EventStream, Reply, Upstream, Upstreams, relay_events, within
 from proxy.upstream.routing import ModelRouter, Target
 
-__all__ = ["EventStream", "ModelRouter", "Reply", "Target", "Upstream", "Upstreams", "within"]
+__all__ = [
+    "EventStream",
+    "ModelRouter",
+    "Reply",
+    "Target",
+    "Upstream",
+    "Upstreams",
+    "relay_events",
+    "within",
+]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from proxy import metrics
 from proxy.context import RequestContext
-from proxy.errors import UpstreamTimeout
+from proxy.errors import ToolgraphError, UpstreamTimeout
 from proxy.upstream.routing import Target
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,31 @@ async def within(seconds: float) -> AsyncIterator[None]:
             yield
     except TimeoutError:
         raise UpstreamTimeout("the request exceeded its time limit (timeouts.request)") from None
+
+
+async def relay_events(
+    stream: EventStream, context: RequestContext, seconds: float, secrets: Sequence[str]
+) -> AsyncIterator[bytes]:
+    """The client's side of a started stream, cut at ``seconds``; an error ends it with
+    an error event (the headers are long gone), and the upstream connection is closed."""
+    first = True
+    try:
+        async with asyncio.timeout(seconds):
+            async for events in stream:
+                if first:
+                    metrics.TIME_TO_FIRST_TOKEN.labels(context.mode, context.model).observe(
+                        context.elapsed()
+                    )
+                    first = False
+                yield events
+    except TimeoutError:
+        log.warning("stream cut at the request deadline")
+        yield UpstreamTimeout("the request exceeded its time limit while streaming").to_sse(secrets)
+    except ToolgraphError as exc:
+        log.warning("stream ended by %s: %s", type(exc).__name__, exc.message)
+        yield exc.to_sse(secrets)
+    finally:
+        await stream.aclose()
 
 
 def observe_wait(model: str, started: float, context: RequestContext, outcome: str) -> None:

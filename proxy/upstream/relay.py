@@ -1,5 +1,8 @@
 """A byte relay to OpenAI-compatible upstreams (OpenAI, vLLM, Ollama's /v1, …).
 
+One relay serves every route that goes upstream as it came: chat completions (the
+default ``path``), and the embeddings, completions and moderations routes
+(:mod:`proxy.passthrough`); :meth:`RelayUpstream.get` reads the upstream's model list.
 Requests go out over one shared aiohttp pool of HTTP/1.1 keep-alive connections
 (aiohttp, not httpx: on this path it measured 0.12 ms a request against httpx's
 0.53 ms, see ``eval/bench_http_clients.py``). Streamed events are cut at their
@@ -10,6 +13,7 @@ blank-line boundaries and passed on unchanged; only an event that carries
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -27,6 +31,13 @@ from proxy.upstream.routing import Target
 log = logging.getLogger(__name__)
 
 _MAX_ERROR_BODY = 64 * 1024
+
+CHAT_COMPLETIONS = "/chat/completions"
+
+# An answer larger than this (a batch of embeddings: 2,048 inputs of 1,536 floats is
+# about 30 MB of JSON) is not decoded to count its tokens: that would hold the loop.
+_PARSED_REPLY_BYTES = 64 * 1024
+_TOKEN_COUNT = re.compile(rb'"(prompt_tokens|completion_tokens)"\s*:\s*(\d+)')
 
 
 def make_session(timeouts: Timeouts, max_connections: int = 1024) -> aiohttp.ClientSession:
@@ -49,11 +60,26 @@ class RelayUpstream:
         self._session = session
 
     async def complete(
-        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
+        self,
+        target: Target,
+        body: dict[str, Any],
+        raw: bytes | None,
+        context: RequestContext,
+        path: str = CHAT_COMPLETIONS,
     ) -> Reply:
+        """The upstream's whole answer to a ``POST`` of the body to ``path``."""
+        return await self._whole(
+            self._request(target, path, context, _content(body, raw)), target, context
+        )
+
+    async def get(self, target: Target, path: str, context: RequestContext) -> Reply:
+        """The upstream's whole answer to a ``GET`` of ``path`` (its model list)."""
+        return await self._whole(self._request(target, path, context), target, context)
+
+    async def _whole(self, request: Any, target: Target, context: RequestContext) -> Reply:
         started = time.perf_counter()
         try:
-            async with self._post(target, body, raw, context) as response:
+            async with request as response:
                 content = await response.read()
         except (TimeoutError, aiohttp.ClientError) as exc:
             observe_wait(target.label, started, context, "error")
@@ -65,11 +91,17 @@ class RelayUpstream:
         return Reply(content, forwarded_headers(response.headers))
 
     async def stream(
-        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
+        self,
+        target: Target,
+        body: dict[str, Any],
+        raw: bytes | None,
+        context: RequestContext,
+        path: str = CHAT_COMPLETIONS,
     ) -> RelayStream:
+        """A started stream of the upstream's events, ``POST``ed to ``path``."""
         started = time.perf_counter()
         try:
-            response = await self._post(target, body, raw, context)
+            response = await self._request(target, path, context, _content(body, raw))
         except (TimeoutError, aiohttp.ClientError) as exc:
             observe_wait(target.label, started, context, "error")
             raise translate(exc, target) from None
@@ -87,17 +119,21 @@ class RelayUpstream:
     async def aclose(self) -> None:
         await self._session.close()
 
-    def _post(
-        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
+    def _request(
+        self, target: Target, path: str, context: RequestContext, content: bytes | None = None
     ) -> Any:
-        headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
+        """A ``POST`` of ``content`` to ``path`` under the target's base URL, or a ``GET``."""
+        headers = {"Accept-Encoding": "identity"}
+        if content is not None:
+            headers = {"Content-Type": "application/json", **headers}
         if (request_id := context.upstream_request_id()) is not None:
             headers["X-Request-Id"] = request_id
         key = target.api_key or context.client_key
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        content = raw if raw is not None else json_codec.dumps(body)
-        url = URL(f"{target.base_url}/chat/completions", encoded=True)
+        url = URL(f"{target.base_url}{path}", encoded=True)
+        if content is None:
+            return self._session.get(url, headers=headers)
         return self._session.post(url, data=content, headers=headers)
 
 
@@ -182,16 +218,32 @@ def forwarded_headers(headers: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def _content(body: dict[str, Any], raw: bytes | None) -> bytes:
+    return raw if raw is not None else json_codec.dumps(body)
+
+
 def _str_or_none(value: object) -> str | None:
     return str(value) if value is not None else None
 
 
 def _count_usage(model: str, content: bytes) -> None:
+    if len(content) > _PARSED_REPLY_BYTES:
+        record_usage(model, _usage_in_tail(content))
+        return
     try:
         usage = json_codec.loads(content).get("usage")
     except (json_codec.DecodeError, AttributeError):
         return
     record_usage(model, usage)
+
+
+def _usage_in_tail(content: bytes) -> dict[str, int]:
+    """The token counts of a large answer's last ``usage``, read without decoding the
+    rest: a key's quotes cannot occur unescaped inside a JSON string."""
+    start = content.rfind(b'"usage":')
+    if start < 0:
+        return {}
+    return {m[1].decode(): int(m[2]) for m in _TOKEN_COUNT.finditer(content, start, start + 1024)}
 
 
 def _count_stream_usage(model: str, events: bytes) -> None:

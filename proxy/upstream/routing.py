@@ -58,9 +58,10 @@ class ModelRouter:
         targets = [*self._routes.values(), self._fallback]
         return any(t is not None and t.via == "litellm" for t in targets)
 
-    def resolve(self, model: str) -> Target:
-        """The route for ``model``; unnamed models go to the default upstream."""
-        target = self._routes.get(model) or self._fallback
+    def resolve(self, model: str, fallback: bool = True) -> Target:
+        """The route for ``model``; unnamed models go to the default upstream, as the
+        configured ``upstream_model`` when there is one and ``fallback`` allows it."""
+        target = self._routes.get(model) or (self._fallback if fallback else None)
         if target is not None:
             return target
         return Target(model, f"openai/{model}", self._default_base_url, self._default_key, "relay")

@@ -1,0 +1,1 @@
+"""Routes relayed to the upstream as they came: embeddings, completions, moderations."""
