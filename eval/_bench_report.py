@@ -53,6 +53,9 @@ class Summary:
     first_byte_p50_ms: float | None
     first_byte_p99_ms: float | None
     requests_per_second: float
+    #: the server's own CPU (its process and children) per request answered, warm-up
+    #: included: what a proxy costs, far less disturbed by other load than its latency
+    server_cpu_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +190,7 @@ def results_table(cells: Mapping[CellKey, Summary | None], title: str) -> Table:
         table.add_column(column, justify="right")
     table.add_column("ttfb p50", justify="right")
     table.add_column("req/s", justify="right")
+    table.add_column("cpu ms/req", justify="right")
     for key in sorted(cells, key=CellKey.order):
         summary = cells[key]
         if summary is None:
@@ -205,6 +209,7 @@ def results_table(cells: Mapping[CellKey, Summary | None], title: str) -> Table:
             _ms(added[1] if added else None),
             _number(summary.first_byte_p50_ms if key.stream else None, ""),
             f"{summary.requests_per_second:.0f}",
+            _number(summary.server_cpu_ms, ""),
             end_section=key.target
             == max(
                 (k.target for k in cells), key=lambda t: TARGETS.index(t) if t in TARGETS else 99
@@ -264,6 +269,7 @@ def cells_json(cells: Mapping[CellKey, Summary | None]) -> list[dict[str, Any]]:
                 ),
                 "added_ms": _pair(*added) if added else None,
                 "requests_per_second": round(summary.requests_per_second, 1),
+                "server_cpu_ms_per_request": _round(summary.server_cpu_ms),
             }
         rows.append(row)
     return rows

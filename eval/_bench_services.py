@@ -41,6 +41,24 @@ class ServiceError(Exception):
         self.detail = detail
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of ``pid`` and its live descendants (Linux ``/proc``)."""
+    total = 0.0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            tasks = list(Path(f"/proc/{current}/task").iterdir())
+        except OSError:
+            continue  # it ended between the listing and the read
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        for task in tasks:
+            with contextlib.suppress(OSError):
+                pending.extend(int(c) for c in (task / "children").read_text().split())
+    return total
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -98,6 +98,7 @@ class Setup:
     master_key: str
     described: dict[str, dict[str, Any]]
     endpoints: dict[str, Endpoint] = dataclasses.field(default_factory=dict)
+    pids: dict[str, int] = dataclasses.field(default_factory=dict)
     litellm_missing: str | None = None
 
 
@@ -208,6 +209,7 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
                 continue
             target = "direct" if service.spec.name == "fake upstream" else service.spec.name
             setup.endpoints[target] = Endpoint("127.0.0.1", service.spec.port)
+            setup.pids[target] = service.process.pid
             setup.described[target] |= service.spec.describe(setup.master_key)
     return setup
 
@@ -292,12 +294,18 @@ async def _measure_cell(
     label = f"{key.target} c={key.concurrency} {key.mode}"
     task = progress.add_task(label, total=warmup + plan.requests)
     ticker = asyncio.create_task(_tick(progress, task, cell))
+    pid = setup.pids[key.target]
+    cpu_before = services.process_cpu_seconds(pid)
     try:
         samples = await cell.run(warmup, plan.requests, plan.max_seconds)
     finally:
         ticker.cancel()
         progress.remove_task(task)
-    return report.summarize(samples)
+    cpu = services.process_cpu_seconds(pid) - cpu_before
+    summary = report.summarize(samples)
+    if summary is None or not cell.done:
+        return summary
+    return dataclasses.replace(summary, server_cpu_ms=1000 * cpu / cell.done)
 
 
 async def _tick(progress: Progress, task: Any, cell: Cell) -> None:

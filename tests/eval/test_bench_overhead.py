@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import subprocess
+import sys
 from pathlib import Path
 
 import orjson
@@ -267,6 +268,32 @@ def test_the_baseline_runs_its_own_checkout_with_the_same_settings(tmp_path: Pat
     assert "TOOLGRAPH_X" not in env
     assert env["TOOLGRAPH_UPSTREAM_BASE_URL"] == "http://127.0.0.1:2/v1"
     assert spec.argv[1:4] == ["-m", "proxy", "serve"]
+
+
+_BURN = """
+import subprocess, sys, time
+if sys.argv[1] == "parent":  # the CPU is spent by a child, as uvicorn's workers spend it
+    child = subprocess.Popen([sys.executable, "-c", sys.argv[2], "child", ""], stdout=sys.stdout)
+    child.wait()
+else:
+    while time.process_time() < 0.4:  # /proc counts in 10 ms ticks: leave room
+        pass
+    print("burnt", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_server_cpu_counts_the_process_and_its_children() -> None:
+    argv = [sys.executable, "-c", _BURN, "parent", _BURN]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "burnt"
+            assert services.process_cpu_seconds(process.pid) >= 0.3
+        finally:
+            subprocess.run(["pkill", "-P", str(process.pid)], check=False)
+            process.kill()
+    assert services.process_cpu_seconds(process.pid) == 0.0  # gone: nothing to count
 
 
 def _git(cwd: Path, *args: str) -> None:
