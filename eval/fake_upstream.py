@@ -2,8 +2,9 @@
 
 It stands in for the external LLM only, in the tests and in the overhead
 benchmark. It serves chat completions, the routes beside them (completions, plain
-and streamed; embeddings, as floats or base64; moderations) and the model list
-(:attr:`FakeUpstream.models`). Each request takes the script its
+and streamed; embeddings, as floats or base64; moderations), the model list
+(:attr:`FakeUpstream.models`) and, when :attr:`FakeUpstream.speaks_responses` says so,
+the Responses API (:mod:`eval.fake_responses`). Each request takes the script its
 :attr:`FakeUpstream.responder` picks for it (a test's function of the request body,
 for answers that depend on what was asked, such as parallel calls), else the next
 queued :class:`Script`, else the default one, and is answered as OpenAI's API would:
@@ -32,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from eval import fake_responses
 from proxy import json_codec
 
 _REASONS = {
@@ -94,6 +96,8 @@ class FakeUpstream:
         self.disconnects = 0  # hung answers whose client went away
         self.responder: Responder | None = None
         self.models = list(_MODELS)
+        # POST /v1/responses: a 404 (a chat-only upstream, as most are) unless True
+        self.speaks_responses = False
         self._queue: deque[Script] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -112,6 +116,7 @@ class FakeUpstream:
     def reset(self) -> None:
         self.responder = None
         self.models = list(_MODELS)
+        self.speaks_responses = False
         self._queue.clear()
         self.requests.clear()
         self.disconnects = 0
@@ -180,6 +185,8 @@ class FakeUpstream:
         if self.record:
             self.requests.append(RecordedRequest(method, path, headers, parsed))
         route = _route(method, path)
+        if route is None and self.speaks_responses and method == "POST":
+            route = "/responses" if path.endswith("/responses") else None
         if route is None:
             await _send_json(
                 writer,
@@ -236,11 +243,60 @@ class FakeUpstream:
         if route == "/moderations":
             await _send_json(writer, 200, _moderations(request, number), script.headers)
             return True
+        if route == "/responses":
+            return await self._answer_responses(reader, writer, script, request, number)
         answer = _Answer(script, request, number, text_api=route == "/completions")
         if not request.get("stream"):
             await _send_json(writer, 200, answer.completion(), script.headers)
             return True
         return await self._stream(reader, writer, script, answer)
+
+    async def _answer_responses(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        script: Script,
+        request: dict[str, Any],
+        number: int,
+    ) -> bool:
+        """The Responses API's answer: the chat answer in its shapes (eval.fake_responses)."""
+        if "input" not in request:
+            error = {
+                "message": "Missing required parameter: 'input'.",
+                "type": "invalid_request_error",
+            }
+            await _send_json(writer, 400, {"error": {**error, "param": "input", "code": None}})
+            return True
+        answer = _Answer(script, fake_responses.chat_request(request), number)
+        if not request.get("stream"):
+            content = fake_responses.response(request, answer.completion(), number)
+            await _send(writer, 200, content, "application/json", script.headers)
+            return True
+        events = fake_responses.events(request, answer.events(), number)
+        return await self._send_events(reader, writer, script, (event for event in events))
+
+    async def _send_events(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        script: Script,
+        events: Iterator[bytes],
+    ) -> bool:
+        """Whole SSE events, already framed, as a chunked stream."""
+        head = (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+        )
+        head += "".join(f"{k}: {v}\r\n" for k, v in script.headers.items())
+        writer.write(head.encode() + b"\r\n")
+        for count, payload in enumerate(events):
+            if script.drop_after_events is not None and count >= script.drop_after_events:
+                await writer.drain()
+                writer.transport.abort()
+                return False
+            writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        return True
 
     async def _stream(
         self,

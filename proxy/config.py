@@ -370,6 +370,13 @@ class Settings(BaseSettings):
         description="litellm model used when the routing table has no entry for the requested "
         "model; unset, the requested name is sent to the default upstream as it is.",
     )
+    upstream_responses: Literal["auto", "native", "translate"] = Field(
+        default="auto",
+        description="How `/v1/responses` reaches an OpenAI-compatible upstream: `native` relays "
+        "the request as it is to the upstream's own `/v1/responses`, `translate` goes through "
+        "its chat completions, `auto` asks each upstream once (a `POST /responses` of the model "
+        "alone) and remembers. Select and orchestrate modes, and litellm routes, always translate.",
+    )
     master_key: SecretStr | None = Field(
         default=None, description="When set, clients must send it as `Authorization: Bearer`."
     )

@@ -45,6 +45,7 @@ from proxy.protocol.chat import Mode
 from proxy.protocol.mode import ChatMode, Modes
 from proxy.readiness import Check, Readiness, http_check, neo4j_check, redis_check
 from proxy.registry.service import ToolRegistry
+from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.service import ResponsesService
 from proxy.responses_api.store import ResponseStore
 from proxy.select.service import SelectService
@@ -125,13 +126,15 @@ async def open_services(
     else:
         log.info(startup_line(settings, "loaded by the first orchestrate request"))
     modes = _modes(settings, router, upstreams, select, orchestrator)
+    relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
+    native = NativeResponses(router, relayed, settings.upstream_responses)
     return AppServices(
         settings=settings,
         router=router,
         modes=modes,
-        responses=ResponsesService(modes, ResponseStore(redis, settings.responses)),
+        responses=ResponsesService(modes, ResponseStore(redis, settings.responses), native),
         orchestrator=orchestrator,
-        relayed=RelayService(router, relay, settings.timeouts.request, settings.secrets()),
+        relayed=relayed,
         registry=registry,
         readiness=Readiness(_checks(settings, redis, session, catalog)),
         master_key=_key_bytes(settings.master_key),

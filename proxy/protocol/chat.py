@@ -97,16 +97,24 @@ class ChatCompletionRequest(_Wire):
         configured default never orchestrates it, and never selects without tools.
         Decided once, at the door (the router), and kept in the request's context.
         """
-        if self.toolgraph is not None and self.toolgraph.mode is not None:
-            return self.toolgraph.mode
-        if default == "orchestrate" and (self.tools or self._has_tool_results()):
-            return "passthrough"
-        if default == "select" and not self.tools:
-            return "passthrough"
-        return default
+        return resolve_mode(self.toolgraph, bool(self.tools), self._has_tool_results(), default)
 
     def _has_tool_results(self) -> bool:
         return any(message.role in ("tool", "function") for message in self.messages)
+
+
+def resolve_mode(
+    options: ToolgraphOptions | None, tools: bool, tool_results: bool, default: Mode
+) -> Mode:
+    """A request's mode from its ``toolgraph`` options and whether it brings ``tools`` or
+    ``tool_results`` of its own: the one rule of every API (chat, Responses)."""
+    if options is not None and options.mode is not None:
+        return options.mode
+    if default == "orchestrate" and (tools or tool_results):
+        return "passthrough"
+    if default == "select" and not tools:
+        return "passthrough"
+    return default
 
 
 def parse_request(body: object, batched: bool = False) -> ChatCompletionRequest:

@@ -21,7 +21,8 @@ from pydantic_core import ErrorDetails
 from proxy.errors import InvalidRequest
 from proxy.protocol.base import WireReply, invalid_request
 from proxy.protocol.base import WireRequest as _Wire
-from proxy.protocol.chat import ToolgraphOptions
+from proxy.protocol.chat import Mode, ToolgraphOptions, resolve_mode
+from proxy.protocol.relayed import Endpoint, RelayedRequest
 
 # --- the request -----------------------------------------------------------------------
 
@@ -131,6 +132,40 @@ class ResponsesRequest(_Wire):
     stream: bool | None = None
     previous_response_id: str | None = None
     toolgraph: ToolgraphOptions | None = None
+
+
+class ResponsesHead(RelayedRequest):
+    """What toolgraph reads of a request before it knows whether it relays the request as
+    it is (to an upstream that speaks the Responses API) or translates it: the model it
+    routes and what decides the mode. Nothing else in the body is checked yet."""
+
+    model: str = Field(min_length=1)
+    stream: bool | None = None
+    tools: list[Any] | None = None
+    input: Any = None
+    toolgraph: ToolgraphOptions | None = None
+
+    @property
+    def streams(self) -> bool:
+        return bool(self.stream)
+
+    def resolve_mode(self, default: Mode) -> Mode:
+        """The request's mode, by chat's rule (:func:`~proxy.protocol.chat.resolve_mode`)."""
+        items = self.input if isinstance(self.input, list) else ()
+        results = any(
+            isinstance(item, dict) and item.get("type") == "function_call_output" for item in items
+        )
+        return resolve_mode(self.toolgraph, bool(self.tools), results, default)
+
+
+RESPONSES = Endpoint("/responses", ResponsesHead, chat_model=True)
+
+
+def parse_head(body: object) -> ResponsesHead:
+    """The head of a decoded body, or :class:`InvalidRequest` naming the bad field."""
+    head = RESPONSES.parse(body)
+    assert isinstance(head, ResponsesHead)
+    return head
 
 
 def parse_responses_request(body: object) -> ResponsesRequest:

@@ -19,7 +19,7 @@ from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
-from proxy.protocol.responses import DeletedResponse, ResponsesRequest, parse_responses_request
+from proxy.protocol.responses import DeletedResponse
 from proxy.responses import JSONResponse, respond
 from proxy.responses_api.store import scope_of
 from proxy.services import services_of
@@ -33,13 +33,13 @@ async def create_response(request: Request) -> Response:
     raw = await read_body(request, limits.max_body_bytes)
     header = request.headers.get("x-toolgraph-mode")
     if len(raw) <= ON_LOOP_BYTES:
-        parsed = parse_body(raw, header, limits)
+        body = decode(raw, header, limits)
     else:  # off the loop: see proxy.protocol.body
-        parsed = await asyncio.to_thread(parse_body, raw, header, limits)
+        body = await asyncio.to_thread(decode, raw, header, limits)
     scope = scope_of(context.client_key)
     key = request.headers.get(IDEMPOTENCY_KEY)
     async with cancelled_on_disconnect(request.receive):
-        answer = await services.responses.create(parsed, context, scope, key)
+        answer = await services.responses.create(body, raw, context, scope, key)
     return respond(answer)
 
 
@@ -60,8 +60,8 @@ async def delete_response(request: Request) -> Response:
     return JSONResponse(DeletedResponse(id=response_id).model_dump(mode="json"))
 
 
-def parse_body(raw: bytes, mode: str | None, limits: Limits) -> ResponsesRequest:
-    """The checked request: lengths and depth first, fields last."""
+def decode(raw: bytes, mode: str | None, limits: Limits) -> Any:
+    """The decoded body, within its limits: lengths and depth first, fields later."""
     body: Any = decode_json(raw, limits.max_json_depth, {"tools": limits.max_tools})
     items = body.get("input") if isinstance(body, dict) else None
     if isinstance(items, list) and len(items) > limits.max_messages:
@@ -70,9 +70,7 @@ def parse_body(raw: bytes, mode: str | None, limits: Limits) -> ResponsesRequest
             param="input",
             code="too_many_input_items",
         )
-    if mode is not None:
-        body = with_mode_header(body, mode)
-    return parse_responses_request(body)
+    return with_mode_header(body, mode) if mode is not None else body
 
 
 routes = [

@@ -1,8 +1,10 @@
 """``POST /v1/responses`` without HTTP: translated into a chat completion request, served
 by the request's mode as chat is, and its answer translated back.
 
-The modes are the same services chat completions dispatches to
-(:class:`~proxy.protocol.mode.Modes`); nothing here knows which one runs. The
+The mode is decided once, from the request's head; a passthrough request to an
+upstream that speaks the Responses API itself is relayed as it is
+(:mod:`proxy.responses_api.native`). The modes are the same services chat completions
+dispatches to (:class:`~proxy.protocol.mode.Modes`); nothing here knows which one runs. The
 conversation a request continues (``previous_response_id``) is read from the
 :class:`~proxy.responses_api.store.ResponseStore` before, and the answer stored
 after, unless the client says ``store: false``.
@@ -10,6 +12,7 @@ after, unless the client says ``store: false``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,9 +20,16 @@ from typing import Any
 from proxy import json_codec, sse
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError
-from proxy.protocol.chat import parse_request, read_chunk, read_completion
+from proxy.protocol.body import ON_LOOP_BYTES
+from proxy.protocol.chat import Mode, parse_request, read_chunk, read_completion
 from proxy.protocol.mode import Answer, ChatCall, Events, Modes
-from proxy.protocol.responses import Response, ResponsesRequest, StreamEvent
+from proxy.protocol.responses import (
+    Response,
+    ResponsesRequest,
+    StreamEvent,
+    parse_head,
+    parse_responses_request,
+)
 from proxy.protocol.translation import (
     EventTranslator,
     Messages,
@@ -29,6 +39,7 @@ from proxy.protocol.translation import (
     skeleton,
     to_response,
 )
+from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.store import ResponseStore
 from proxy.upstream import Reply
 
@@ -36,27 +47,46 @@ log = logging.getLogger(__name__)
 
 
 class ResponsesService:
-    def __init__(self, modes: Modes, store: ResponseStore) -> None:
+    def __init__(self, modes: Modes, store: ResponseStore, native: NativeResponses) -> None:
         self._modes = modes
         self.store = store
+        self.native = native
 
     async def create(
-        self, request: ResponsesRequest, context: RequestContext, scope: str, key: str | None
+        self, body: Any, raw: bytes, context: RequestContext, scope: str, key: str | None
     ) -> Answer:
-        """The answer to ``request``: a whole response, or its stream of events."""
+        """The answer to a decoded request: a whole response, or its stream of events."""
+        head = parse_head(body)
+        mode = head.resolve_mode(self._modes.default)  # decided here, and only here
+        context.mode = mode
+        if mode == "passthrough" and await self.native.speaks(head, context):
+            return await self.native.relay(head, body, raw, context)
+        if len(raw) <= ON_LOOP_BYTES:
+            request = parse_responses_request(body)
+        else:  # pydantic holds the GIL for a whole validation: off the loop
+            request = await asyncio.to_thread(parse_responses_request, body)
+        return await self.translate(request, mode, context, scope, key)
+
+    async def translate(
+        self,
+        request: ResponsesRequest,
+        mode: Mode,
+        context: RequestContext,
+        scope: str,
+        key: str | None,
+    ) -> Answer:
+        """``request`` served by ``mode`` as a chat completion request, its answer translated."""
         history: Messages = []
         if request.previous_response_id is not None:
             history = await self.store.previous(scope, request.previous_response_id)
         messages = conversation(request, history)
         body = chat_body(request, messages)
-        chat = parse_request(body)
-        context.mode = chat.resolve_mode(self._modes.default)  # decided here, and only here
-        mode = self._modes.service(context.mode)
-        call = ChatCall(chat, body, json_codec.dumps(body), context, key)
+        call = ChatCall(parse_request(body), body, json_codec.dumps(body), context, key)
         turn = _Turn(self.store, scope, request, messages)
+        service = self._modes.service(mode)
         if request.stream:
-            return turn.events(await mode.stream(call))
-        return await turn.reply(await mode.complete(call))
+            return turn.events(await service.stream(call))
+        return await turn.reply(await service.complete(call))
 
 
 class _Turn:

@@ -1,0 +1,86 @@
+"""An upstream's own Responses API: whether it speaks one, and the request relayed to it.
+
+``upstream_responses`` says how ``/v1/responses`` reaches an OpenAI-compatible
+upstream: ``native`` relays the client's bytes to the upstream's ``/v1/responses``
+and its answer back unchanged (the upstream keeps its own ``store``); ``translate``
+goes through its chat completions; ``auto`` asks each upstream (each base URL)
+once and remembers. The question is a ``POST /responses`` of ``{"model": …}``
+alone, which costs no tokens: a server without the route answers 404, 405 or
+501; one with it refuses the missing ``input`` (400 or 422). Any other answer
+(401, 5xx, no answer) decides nothing: that request is translated and the next
+one asks again. A route served through litellm, and every request in select or
+orchestrate mode, is always translated: those modes work on chat completions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Literal
+
+from proxy import json_codec
+from proxy.context import RequestContext
+from proxy.errors import UpstreamError
+from proxy.passthrough.service import RelayedCall, RelayService
+from proxy.protocol.mode import Answer
+from proxy.protocol.responses import RESPONSES, ResponsesHead
+from proxy.upstream import ModelRouter
+
+log = logging.getLogger(__name__)
+
+Support = Literal["auto", "native", "translate"]
+
+_NO_ROUTE = frozenset({404, 405, 501})
+_ROUTE = frozenset({400, 422})
+
+
+class NativeResponses:
+    def __init__(self, router: ModelRouter, relayed: RelayService, support: Support) -> None:
+        self._router = router
+        self._relayed = relayed
+        self._support = support
+        self._known: dict[str, bool] = {}  # base URL -> speaks the Responses API
+        self._asking = asyncio.Lock()
+
+    async def speaks(self, head: ResponsesHead, context: RequestContext) -> bool:
+        """Whether ``head``'s upstream answers ``/v1/responses`` itself."""
+        target = self._router.resolve(head.model)
+        if target.via != "relay" or self._support == "translate":
+            return False
+        if self._support == "native":
+            return True
+        base_url = target.base_url or ""
+        if base_url not in self._known:
+            async with self._asking:  # concurrent first requests ask once
+                if base_url not in self._known:
+                    await self._ask(base_url, head.model, context)
+        return self._known.get(base_url, False)
+
+    async def relay(
+        self, head: ResponsesHead, body: dict[str, Any], raw: bytes, context: RequestContext
+    ) -> Answer:
+        """The request as the client sent it (less toolgraph's own field), the answer as
+        the upstream sent it."""
+        if "toolgraph" in body:
+            body = {key: value for key, value in body.items() if key != "toolgraph"}
+            raw = json_codec.dumps(body)
+        call = RelayedCall(RESPONSES, head, body, raw, context)
+        if head.streams:
+            return await self._relayed.stream(call)
+        return await self._relayed.complete(call)
+
+    async def _ask(self, base_url: str, model: str, context: RequestContext) -> None:
+        question = {"model": model}
+        call = RelayedCall(
+            RESPONSES, ResponsesHead(model=model), question, json_codec.dumps(question), context
+        )
+        try:
+            await self._relayed.complete(call)
+            answer = True
+        except UpstreamError as exc:
+            if exc.status not in _NO_ROUTE | _ROUTE:
+                log.warning("upstream_responses auto: no answer yet (%d)", exc.status)
+                return
+            answer = exc.status in _ROUTE
+        log.info("upstream_responses auto: %s answers /responses %s", base_url, answer)
+        self._known[base_url] = answer

@@ -1,0 +1,92 @@
+"""``/v1/responses`` to an upstream that speaks the Responses API itself: relayed,
+bytes unchanged, where ``upstream_responses`` says so or ``auto`` finds it does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval.fake_upstream import FakeUpstream, Script
+from tests.conftest import StartProxy
+from tests.responses_api.test_translate import sdk
+
+HOSTED: Any = [{"type": "web_search"}]  # a tool translation refuses: proof of a relay
+
+
+def paths(upstream: FakeUpstream) -> list[str]:
+    return [request.path for request in upstream.requests]
+
+
+def test_auto_finds_a_responses_upstream_once_and_relays_to_it(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    client = sdk(start_proxy())
+
+    first = client.responses.create(model="gpt-x", input="hello", tools=HOSTED)
+    second = client.responses.create(model="gpt-x", input="again", metadata={"k": "v"})
+
+    assert first.id.startswith("resp_fake")  # the upstream's own answer
+    assert first.output_text == "You said: hello"
+    assert second.output_text == "You said: again"
+    assert paths(upstream) == ["/v1/responses"] * 3  # the question, then two requests
+    question, relayed, _ = (request.body for request in upstream.requests)
+    assert question == {"model": "gpt-x"}
+    assert relayed == {"model": "gpt-x", "input": "hello", "tools": HOSTED}
+
+
+def test_auto_finds_a_chat_only_upstream_once_and_translates(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    client = sdk(start_proxy())
+
+    first = client.responses.create(model="gpt-x", input="hello")
+    second = client.responses.create(model="gpt-x", input="again")
+
+    assert first.id.startswith("resp_")
+    assert not first.id.startswith("resp_fake")
+    assert second.output_text == "You said: again"
+    assert paths(upstream) == ["/v1/responses", "/v1/chat/completions", "/v1/chat/completions"]
+
+
+def test_native_streams_the_upstreams_events_unchanged(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    upstream.enqueue(Script(text="one two three"))
+    client = sdk(start_proxy(upstream_responses="native"))
+
+    with client.responses.stream(
+        model="gpt-x", input="count", extra_body={"toolgraph": {"mode": "passthrough"}}
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_response()
+
+    assert final.id.startswith("resp_fake")
+    assert final.output_text == "one two three"
+    assert kinds[-1] == "response.completed"
+    assert paths(upstream) == ["/v1/responses"]  # no question asked: native was said
+    assert "toolgraph" not in upstream.requests[0].body  # toolgraph's own field stays here
+
+
+def test_translate_never_asks(start_proxy: StartProxy, upstream: FakeUpstream) -> None:
+    upstream.speaks_responses = True
+    client = sdk(start_proxy(upstream_responses="translate"))
+
+    response = client.responses.create(model="gpt-x", input="hello")
+
+    assert not response.id.startswith("resp_fake")
+    assert paths(upstream) == ["/v1/chat/completions"]
+
+
+def test_select_mode_translates_even_to_a_responses_upstream(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    tool: Any = {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
+    client = sdk(start_proxy(upstream_responses="native"))
+
+    client.responses.create(
+        model="gpt-x", input="time?", tools=[tool], extra_body={"toolgraph": {"mode": "select"}}
+    )
+
+    assert paths(upstream) == ["/v1/chat/completions"]
