@@ -40,6 +40,7 @@ from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
+from proxy.passthrough.models import ModelCatalog
 from proxy.passthrough.service import RelayService
 from proxy.protocol.chat import Mode
 from proxy.protocol.mode import ChatMode, Modes
@@ -69,11 +70,11 @@ class AppServices:
     responses: ResponsesService  # the Responses API, over the same modes
     orchestrator: Orchestrator
     relayed: RelayService  # embeddings, completions, moderations
+    models: ModelCatalog  # GET /v1/models
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
     readiness: Readiness
     master_key: bytes | None
     admin_key: bytes | None
-    started_at: int  # the models' ``created``
 
 
 def services_of(connection: HTTPConnection) -> AppServices:
@@ -135,11 +136,11 @@ async def open_services(
         responses=ResponsesService(modes, ResponseStore(redis, settings.responses), native),
         orchestrator=orchestrator,
         relayed=relayed,
+        models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
         registry=registry,
         readiness=Readiness(_checks(settings, redis, session, catalog)),
         master_key=_key_bytes(settings.master_key),
         admin_key=_key_bytes(settings.admin_key),
-        started_at=int(time.time()),
     )
 
 

@@ -1,1 +1,2 @@
-"""Routes relayed to the upstream as they came: embeddings, completions, moderations."""
+"""What goes to the upstream as it came: the embeddings, completions and moderations
+routes, and the upstream's own model list."""

@@ -58,6 +58,10 @@ class ModelRouter:
         targets = [*self._routes.values(), self._fallback]
         return any(t is not None and t.via == "litellm" for t in targets)
 
+    def default_upstream(self) -> Target:
+        """The upstream of unrouted names, for what is no model's call (its model list)."""
+        return self.resolve("", fallback=False)
+
     def resolve(self, model: str, fallback: bool = True) -> Target:
         """The route for ``model``; unnamed models go to the default upstream, as the
         configured ``upstream_model`` when there is one and ``fallback`` allows it."""
