@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from eval.e2e import merge
 from eval.e2e.catalog import catalog
 from eval.e2e.report import markdown, summarise
 from eval.e2e.tasks import TASKS, Task, is_correct, numbers_in
@@ -84,3 +86,35 @@ def test_summary_counts_correct_answers_tokens_and_overflows() -> None:
     assert line["tokens_per_correct"] == 220
     assert line["context_overflows"] == 1
     assert "| (b) all tools | 1000 | 1/2 | 1/2 / - / - |" in markdown([line])
+
+
+def test_merge_tables_the_rows_of_every_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {
+        "task": "t",
+        "kind": "single",
+        "seconds": 2.0,
+        "prompt_tokens": 100,
+        "completion_tokens": 10,
+        "tool_calls": [],
+        "error": "",
+        "correct": True,
+    }
+    parts = []
+    for arm, size, tokens in (("no_tools", 0, 50), ("orchestrate", 100, 900)):
+        path = tmp_path / f"e2e_{arm}.json"
+        report = {"command": f"python -m eval.e2e --arms {arm}", "code": "abc", "model": "m"}
+        rows = [row | {"arm": arm, "catalog": size, "prompt_tokens": tokens}]
+        if arm == "orchestrate":
+            rows.append(rows[0] | {"catalog": 1000, "prompt_tokens": 1000})
+        path.write_text(json.dumps(report | {"rows": rows}))
+        parts.append(str(path))
+    monkeypatch.setattr(merge, "RESULTS", tmp_path)
+    assert merge.main(["both", *parts]) == 0
+    printed = capsys.readouterr().out
+    assert "| (c) no tools | - | 1/1 |" in printed
+    assert "| (a) toolgraph orchestrate | 100 | 1/1 |" in printed
+    assert "| (a) toolgraph orchestrate | 1000 | 1/1 |" in printed
+    assert "after cut: not recorded" in printed  # a part cut short has no load after
+    assert (tmp_path / "e2e_both.png").stat().st_size > 0
