@@ -193,7 +193,8 @@ def fake_upstream_spec(port: int, delay_ms: float, root: Path) -> ServerSpec:
 
 
 def toolgraph_spec(port: int, upstream_port: int, master_key: str, data_dir: Path) -> ServerSpec:
-    """One worker relaying to the fake upstream; log level warning, so no line per request."""
+    """One worker relaying to the fake upstream; log level warning, so no line per request;
+    no catalog loaded in the background, as a relay needs none."""
     return ServerSpec(
         name="toolgraph",
         port=port,
@@ -205,6 +206,7 @@ def toolgraph_spec(port: int, upstream_port: int, master_key: str, data_dir: Pat
             "TOOLGRAPH_LOG_LEVEL": "warning",
             "TOOLGRAPH_WORKERS": "1",
             "TOOLGRAPH_DATA_DIR": str(data_dir),
+            "TOOLGRAPH_ORCHESTRATE__PRELOAD": "false",
         },
         unset=("TOOLGRAPH_",),
         health_path="/healthz",

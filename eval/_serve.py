@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
@@ -15,7 +16,8 @@ from eval._bench_services import free_port
 
 @contextmanager
 def serve_in_thread(app: ASGIApp, ready_timeout: float = 60) -> Iterator[str]:
-    """Serve ``app`` on a free loopback port; yields its base URL, stops it after."""
+    """Serve ``app`` on a free loopback port; yields its base URL once the catalog it
+    loads at start-up is loaded (nothing measured pays for it), stops it after."""
     port = free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", ws="none",
@@ -29,8 +31,17 @@ def serve_in_thread(app: ASGIApp, ready_timeout: float = 60) -> Iterator[str]:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise SystemExit("the proxy did not start in time")
         time.sleep(0.05)
+    url = f"http://127.0.0.1:{port}"
+    _wait_loaded(url, time.monotonic() + max(ready_timeout, 600))
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def _wait_loaded(url: str, deadline: float) -> None:
+    while httpx.get(f"{url}/readyz", timeout=30).json().get("status") == "loading":
+        if time.monotonic() > deadline:
+            raise SystemExit("the proxy's catalog did not load in time")
+        time.sleep(0.1)

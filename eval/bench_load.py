@@ -200,7 +200,8 @@ def toolgraph(work: Path, upstream_port: int, redis_url: str | None) -> Iterator
     extra = {"TOOLGRAPH_ORCHESTRATE__PRELOAD": "true", "PYTHONPATH": str(ROOT)}
     if redis_url is not None:
         extra["TOOLGRAPH_REDIS_URL"] = redis_url
-    spec = dataclasses.replace(spec, env=spec.env | extra)
+    # Ready once the catalog is loaded: /readyz, not /healthz.
+    spec = dataclasses.replace(spec, env=spec.env | extra, health_path="/readyz", ready_timeout=600)
     with running(spec, os.environ, work) as service:
         wait_ready(service)
         yield service

@@ -260,9 +260,11 @@ class Orchestrate(_Section):
         "catalog at start-up.",
     )
     preload: bool = Field(
-        default=False,
-        description="Load the catalog (embedding model, index) at start-up instead of on the "
-        "first orchestrate request.",
+        default=True,
+        description="Load the embedding model and the catalog in the background at start-up: "
+        "`/readyz` answers 503 `loading` until they are ready, and a select or orchestrate "
+        "request that comes first waits for them (within `timeouts.request`). Off: the first "
+        "such request loads them, and a process serving passthrough only never loads the model.",
     )
     catalog_check_interval: float = Field(
         default=1.0,

@@ -20,9 +20,21 @@ async def healthz() -> JSONResponse:
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
     results = await services_of(request).readiness.run()
-    ready = all(result == "ok" for result in results.values())
-    body = {"status": "ready" if ready else "not ready", "checks": results}
-    return JSONResponse(body, status_code=200 if ready else 503)
+    body: dict[str, object] = {"status": _status(results), "checks": results}
+    if body["status"] == "loading":  # the catalog is the one part that loads
+        body["message"] = (
+            "starting up: the embedding model and the tool catalog are loading; "
+            "a request sent now waits for them"
+        )
+    return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)
+
+
+def _status(results: dict[str, str]) -> str:
+    if all(result == "ok" for result in results.values()):
+        return "ready"
+    if all(result in ("ok", "loading") for result in results.values()):
+        return "loading"
+    return "not ready"
 
 
 @router.get("/metrics")

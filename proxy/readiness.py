@@ -1,4 +1,8 @@
-"""Readiness: a check per configured store, run together, each under a timeout."""
+"""Readiness: a check per configured store, run together, each under a timeout.
+
+A check reads ``ok``, ``loading`` (it raised :class:`Loading`: a part still loading at
+start-up, which requests wait for), ``timed out`` or ``failed: <error>``.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,10 @@ from redis.asyncio import Redis
 CHECK_TIMEOUT_SECONDS = 2.0
 
 Check = Callable[[], Awaitable[None]]
+
+
+class Loading(Exception):
+    """Raised by a check whose part is still loading at start-up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,8 @@ async def _run_check(check: Check) -> str:
             await check()
     except TimeoutError:
         return "timed out"
+    except Loading:
+        return "loading"
     except Exception as exc:  # a failing store of any kind reads as "not ready"
         return f"failed: {type(exc).__name__}"
     return "ok"

@@ -44,12 +44,13 @@ from proxy.passthrough.models import ModelCatalog
 from proxy.passthrough.service import RelayService
 from proxy.protocol.chat import Mode
 from proxy.protocol.mode import ChatMode, Modes
-from proxy.readiness import Check, Readiness, http_check, neo4j_check, redis_check
+from proxy.readiness import Check, Loading, Readiness, http_check, neo4j_check, redis_check
 from proxy.registry.service import ToolRegistry
 from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.service import ResponsesService
 from proxy.responses_api.store import ResponseStore
 from proxy.select.service import SelectService
+from proxy.tools.catalog import builtin_tools
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
 from proxy.upstream.translated import LiteLLMUpstream, load_litellm
@@ -122,10 +123,9 @@ async def open_services(
     if store is not None:
         registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
     if settings.orchestrate.preload:
-        loaded = await catalog.get()
-        log.info(startup_line(settings, f"loaded ({len(loaded.tools)} tools)"))
-    else:
-        log.info(startup_line(settings, "loaded by the first orchestrate request"))
+        catalog.preload()
+        stack.push_async_callback(catalog.settle)  # before the stores close under it
+    log.info(startup_line(settings, _catalog_state(settings)))
     modes = _modes(settings, router, upstreams, select, orchestrator)
     relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
     native = NativeResponses(router, relayed, settings.upstream_responses)
@@ -180,8 +180,28 @@ def _checks(
         checks["qdrant"] = http_check(session, f"{settings.qdrant_url}/readyz")
     if settings.neo4j_uri:
         checks["neo4j"] = neo4j_check(settings.neo4j_uri)
-    checks["catalog"] = catalog.check
+    checks["catalog"] = _catalog_check(catalog)
     return checks
+
+
+def _catalog_check(catalog: CatalogService) -> Check:
+    async def check() -> None:
+        if catalog.loading:
+            raise Loading
+        await catalog.check()
+
+    return check
+
+
+def _catalog_state(settings: Settings) -> str:
+    """The catalog's state at start-up, in words, for the start-up line."""
+    if not settings.orchestrate.preload:
+        return "and embedding model loaded on first use"
+    if settings.orchestrate.builtin_tools:
+        return (
+            f"loading in the background ({len(builtin_tools())} built-in tools and any registered)"
+        )
+    return "loading in the background"
 
 
 @contextlib.asynccontextmanager

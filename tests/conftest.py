@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 import uvicorn
@@ -73,7 +74,7 @@ class ServerThread:
     ``embeddings`` (a cache the caller shares between servers) as select mode's."""
 
     def __init__(self, settings: Settings, embeddings: LRUCache | None = None) -> None:
-        self.settings = settings
+        self.settings = _loaded_on_demand(settings)
         self.port = free_port()
         self.embeddings = embeddings
         self.services: AppServices | None = None
@@ -112,11 +113,29 @@ class ServerThread:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("the proxy did not start")
             time.sleep(0.01)
+        if self.settings.orchestrate.preload:  # a test that asks for it wants it loaded
+            self._wait_loaded(time.monotonic() + 600)
         return self
+
+    def _wait_loaded(self, deadline: float) -> None:
+        while httpx.get(f"{self.url}/readyz", timeout=10).json()["status"] == "loading":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the proxy's catalog did not load")
+            time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+def _loaded_on_demand(settings: Settings) -> Settings:
+    """``settings`` with the catalog loaded by the first request that needs it, unless the
+    test asks for ``orchestrate.preload`` itself: a load in the background of every
+    test's proxy would cost each test seconds of CPU, and its shutdown waits for it."""
+    if "preload" in settings.orchestrate.model_fields_set:
+        return settings
+    orchestrate = settings.orchestrate.model_copy(update={"preload": False})
+    return settings.model_copy(update={"orchestrate": orchestrate})
 
 
 @pytest.fixture(autouse=True)

@@ -59,7 +59,9 @@ class ChatService:
         request, body = call.request, call.body
         if self._rewrite is not None:
             # Tool names are forwarded unchanged, so the answer's tool_calls need no mapping.
-            body = await self._rewrite(request, body)
+            # Within the deadline: the rewrite may wait for the model's load at start-up.
+            async with within(self._remaining(call.context)):
+                body = await self._rewrite(request, body)
         target = self._router.resolve(request.model)
         call.context.model = target.label
         if target.model == request.model and "toolgraph" not in body and body is call.body:

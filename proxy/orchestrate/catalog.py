@@ -1,7 +1,9 @@
 """The catalog orchestrate mode plans over: graph store, index, planner, memory.
 
-Loaded once, on the first orchestrate request (or at start-up with
-``orchestrate.preload``), in a worker thread: the embedding model comes from
+Loaded once, in a worker thread: in the background from start-up with
+``orchestrate.preload`` (the default; a request that comes first waits for that load,
+and readiness says ``loading`` meanwhile), else by the first orchestrate request. The
+embedding model comes from
 select mode's service (one copy in memory), the built-in tool pack is written into
 the graph store when it is missing or has changed, and the Qdrant collection is
 brought in step with the store (only changed tools are embedded) before the
@@ -88,6 +90,39 @@ class CatalogService:
         self._index: QdrantCatalog | None = None
         self._memory: PlanMemory | None = None
         self._gate_vectors: dict[str, Vectors] = {}  # the gate's tool vectors, kept over reloads
+        self._preloading: asyncio.Task[None] | None = None
+        self._preload_failure: str | None = None  # why the load at start-up failed
+
+    def preload(self) -> None:
+        """Start loading the catalog, and with it the embedding model, in the background.
+        A request that comes first waits for it: it takes the same locks."""
+        self._preloading = asyncio.create_task(self._preload())
+
+    @property
+    def loading(self) -> bool:
+        """Whether the background load is still running."""
+        return self._preloading is not None and not self._preloading.done()
+
+    async def settle(self) -> None:
+        """Wait for the background load to end: its thread cannot be stopped, and the
+        stores must not close under it (at shutdown)."""
+        if self._preloading is not None:
+            await self._preloading
+
+    async def _preload(self) -> None:
+        started = time.monotonic()
+        try:
+            catalog = await self.get()
+        except ToolgraphError as exc:  # readiness says so; the next request tries again
+            self._preload_failure = exc.message
+            log.warning("the catalog could not be loaded at start-up: %s", exc.message)
+            return
+        except Exception as exc:  # a task's outermost edge: nobody else would see it
+            self._preload_failure = f"{type(exc).__name__}: {exc}"
+            log.exception("the catalog could not be loaded at start-up")
+            return
+        seconds = time.monotonic() - started
+        log.info("catalog ready: %d tools, loaded in %.1f s", len(catalog.tools), seconds)
 
     def changed(self) -> None:
         """The store's tools changed: re-sync the index before the next plan."""
@@ -139,9 +174,12 @@ class CatalogService:
 
     async def check(self) -> None:
         """Readiness: a count of the catalog's collection and of the plan memory's,
-        once loaded (before, the first request loads them); raises when one fails."""
+        once loaded (before, the first request loads them, unless the load at start-up
+        failed); raises when one fails."""
         client, index = self._client, self._index
         if self._catalog is None or client is None or index is None:
+            if self._preload_failure is not None:
+                raise CatalogUnavailable(self._preload_failure)
             return
         from retriever.qdrant_store import probe  # loaded with the catalog: no import here
 

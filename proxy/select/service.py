@@ -1,7 +1,8 @@
 """Select mode, without HTTP: rewrite a request's ``tools`` to the few it needs.
 
-The model loads on the first select request (or at start-up with
-``retriever.preload``), in a worker thread, so that passthrough never imports torch.
+The model loads in a worker thread: with the catalog, in the background from
+start-up (``orchestrate.preload``, the default), else on the first select request or
+at start-up with ``retriever.preload``; with neither, passthrough never imports torch.
 The retriever's errors are translated here, where they enter the proxy. With
 ``toolgraph.gate`` the learned no-tool gate goes first: when no tool of the request
 serves it, the request goes upstream with no tools at all.

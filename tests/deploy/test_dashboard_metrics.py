@@ -92,6 +92,7 @@ def running_proxy(
         "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
         "TOOLGRAPH_UPSTREAM_API_KEY": "sk-upstream",
         "TOOLGRAPH_DATA_DIR": str(tmp_path_factory.mktemp("data")),
+        "TOOLGRAPH_ORCHESTRATE__PRELOAD": "false",  # chat requests only: no catalog needed
     }
     toolgraph = Path(sys.executable).parent / "toolgraph"
     process = subprocess.Popen([str(toolgraph), "serve"], env=env)

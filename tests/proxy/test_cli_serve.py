@@ -91,7 +91,10 @@ def test_metrics_add_up_across_workers(
     serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
 ) -> None:
     config = tmp_path / "toolgraph.yaml"
-    config.write_text(f"upstream_base_url: {upstream.base_url}\n")
+    config.write_text(
+        f"upstream_base_url: {upstream.base_url}\n"
+        "orchestrate: {preload: false}\n"  # chat requests only: no catalog in two workers
+    )
     url = start(serve, ["--workers", "2", "--config", str(config)], {}, tmp_path / "serve.log")
     sent = 30
     for _ in range(sent):  # a fresh connection each, so both workers get some

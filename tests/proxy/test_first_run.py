@@ -2,17 +2,23 @@
 
 The process says in one line where it listens and what it uses, with no secret in it,
 and its log at info holds toolgraph's own lines only: no debug line of another library,
-no progress bar.
+no progress bar. The embedding model and the catalog load in the background from
+start-up: ``/readyz`` says ``loading`` meanwhile, and a request that comes first waits
+for them, within its own deadline. The load is held where another process would hold
+it: the graph store's write lock (a fresh store gets the built-in tools written).
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -89,7 +95,7 @@ def test_the_startup_line_says_what_the_process_serves_and_no_secret(
     assert f"serving on {url} (pid " in line
     assert f"upstream {upstream.base_url} (key set)" in line
     assert "default mode select" in line
-    assert "catalog " in line
+    assert "catalog loading in the background (5 built-in tools and any registered)" in line
     assert f"Redis redis://127.0.0.1:{redis_with_password}/0" in line
     assert f"vectors Qdrant local under {tmp_path / 'data'}" in line
     assert f"graph embedded under {tmp_path / 'data'}" in line
@@ -135,3 +141,81 @@ def test_the_log_at_info_holds_toolgraph_lines_only(
         level, logger = found.groups()
         own = logger.split(".")[0] in ("proxy", "graph_store", "retriever")
         assert own or level in ("WARNING", "ERROR", "CRITICAL"), line
+
+
+@contextmanager
+def graph_store_locked(data_dir: Path) -> Iterator[None]:
+    """The embedded graph store's write lock, held as another process writing would."""
+    folder = data_dir / "graph"
+    folder.mkdir(parents=True)
+    with (folder / "graph.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def ask_orchestrated(url: str) -> httpx.Response:
+    return httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "6*7?"}], **ORCHESTRATE},
+        timeout=300,
+    )
+
+
+def wait_ready(url: str, within: float = 300) -> httpx.Response:
+    deadline = time.monotonic() + within
+    while (ready := httpx.get(f"{url}/readyz", timeout=10)).status_code != 200:
+        assert ready.json()["status"] == "loading", ready.text
+        assert time.monotonic() < deadline, f"still not ready: {ready.text}"
+        time.sleep(0.2)
+    return ready
+
+
+def test_readyz_says_loading_and_a_request_sent_meanwhile_is_answered_once_loaded(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    brain = Brain()
+    brain.one_step("Compute 6*7", "Compute", "evaluate_expression", {"expression": "6*7"})
+    upstream.responder = brain
+    env = {"TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url, "TOOLGRAPH_ORCHESTRATE__GATE": "false"}
+    log = tmp_path / "serve.log"
+    with ThreadPoolExecutor(1) as pool:
+        with graph_store_locked(tmp_path / "data"):
+            url = start(serve, [], env, log)
+            loading = httpx.get(f"{url}/readyz", timeout=10)
+            assert loading.status_code == 503
+            assert loading.json()["status"] == "loading"
+            assert loading.json()["checks"]["catalog"] == "loading"
+            assert "a request sent now waits" in loading.json()["message"]
+            answer = pool.submit(ask_orchestrated, url)
+            # The load cannot end while the lock is held: the request is waiting, not failed.
+            assert httpx.get(f"{url}/readyz", timeout=10).json()["status"] == "loading"
+            assert not answer.done()
+        response = answer.result()
+    assert response.status_code == 200, response.text
+    assert "42" in response.json()["choices"][0]["message"]["content"]
+    ready = wait_ready(url)
+    assert ready.json() == {"status": "ready", "checks": {"catalog": "ok"}}
+    assert "catalog ready: 5 tools, loaded in" in log.read_text()
+
+
+def test_a_request_waiting_for_the_load_ends_at_its_own_deadline(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    env = {
+        "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
+        "TOOLGRAPH_TIMEOUTS__REQUEST": "2",
+        "TOOLGRAPH_DEFAULT_MODE": "orchestrate",
+    }
+    with graph_store_locked(tmp_path / "data"):
+        url = start(serve, [], env, tmp_path / "serve.log")
+        response = httpx.post(
+            f"{url}/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "6*7?"}]},
+            timeout=300,
+        )
+        assert response.status_code == 504, response.text
+        assert response.json()["error"]["code"] == "upstream_timeout"
+        assert httpx.get(f"{url}/readyz", timeout=10).json()["status"] == "loading"

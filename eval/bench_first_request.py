@@ -1,0 +1,185 @@
+"""The first select and orchestrate requests after start-up, against the tenth.
+
+What ``make run`` gives a new user: ``toolgraph serve`` with its defaults (the built-in
+demo catalog, the embedded stores in a fresh data folder, so the catalog is indexed as
+on a first run) in front of the fake upstream (``python -m eval.fake_upstream``, which
+echoes). For each mode a fresh server is started twice: once the first request is sent
+when ``/readyz`` says ready, once as soon as the port answers (it waits for the load
+that runs in the background). Ten requests go one after the other, the same each time,
+as a user repeating a question would send them; the tenth finds every cache warm.
+
+    python -m eval.bench_first_request [--requests 10]
+
+Prints, per mode and start: seconds until the port answered and until ``/readyz`` said
+ready, the first and tenth request's time and their ratio (the target: within 2x), and
+the load average of this machine before and after (it is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from eval._bench_services import (
+    ServerSpec,
+    fake_upstream_spec,
+    free_port,
+    running,
+    wait_ready,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTION = "What is the wavelength of a 2.4 GHz signal?"
+
+#: The client's own tool list in select mode: what an agent framework would send.
+CLIENT_TOOLS = {
+    "get_weather": "Current weather and forecast for a city.",
+    "send_email": "Send an email to a recipient with a subject and body.",
+    "search_web": "Search the web and return the top results.",
+    "convert_units": "Convert a quantity between units (length, mass, frequency, time).",
+    "compute_wavelength": "Wavelength of a wave from its frequency and propagation speed.",
+    "create_calendar_event": "Create an event in the user's calendar.",
+    "translate_text": "Translate text between languages.",
+    "get_stock_price": "Latest price of a stock ticker.",
+    "book_flight": "Book a flight between two airports on a date.",
+    "read_file": "Read a file from the user's workspace.",
+    "evaluate_math": "Evaluate a mathematical expression.",
+    "lookup_contact": "Find a contact's phone number and email address.",
+}
+
+
+@dataclass
+class Run:
+    mode: str
+    start: str  # "after ready" or "at once"
+    port_s: float  # process start to the port answering /healthz
+    ready_s: float | None  # process start to /readyz 200 (None: not waited for)
+    latencies: list[float]
+
+    def row(self) -> str:
+        first, tenth = self.latencies[0], self.latencies[-1]
+        rest = statistics.median(self.latencies[1:])
+        ready = "-" if self.ready_s is None else f"{self.ready_s:.1f}"
+        return (
+            f"| {self.mode} | {self.start} | {self.port_s:.1f} | {ready} | "
+            f"{first * 1000:.0f} | {tenth * 1000:.0f} | {rest * 1000:.0f} | "
+            f"{first / tenth:.1f}x |"
+        )
+
+
+def body(mode: str) -> dict[str, Any]:
+    message = {"role": "user", "content": QUESTION}
+    request: dict[str, Any] = {"model": "m", "messages": [message], "toolgraph": {"mode": mode}}
+    if mode == "select":
+        request["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": description,
+                    "parameters": {"type": "object", "properties": {"input": {"type": "string"}}},
+                },
+            }
+            for name, description in CLIENT_TOOLS.items()
+        ]
+    return request
+
+
+def toolgraph_spec(port: int, upstream_port: int, data_dir: Path) -> ServerSpec:
+    """``toolgraph serve`` with its defaults, as ``make run`` starts it."""
+    return ServerSpec(
+        name=f"toolgraph-{port}",
+        port=port,
+        argv=[sys.executable, "-m", "proxy", "serve", "--port", str(port)],
+        env={
+            "TOOLGRAPH_UPSTREAM_BASE_URL": f"http://127.0.0.1:{upstream_port}/v1",
+            "TOOLGRAPH_DATA_DIR": str(data_dir),
+            "PYTHONPATH": str(ROOT),
+        },
+        unset=("TOOLGRAPH_",),
+        health_path="/healthz",
+        ready_timeout=120,
+    )
+
+
+def measure(mode: str, after_ready: bool, upstream_port: int, work: Path, n: int) -> Run:
+    port = free_port()
+    spec = toolgraph_spec(port, upstream_port, work / f"data-{port}")
+    began = time.perf_counter()
+    with running(spec, os.environ, work) as service:
+        wait_ready(service)
+        port_s = time.perf_counter() - began
+        url = f"http://127.0.0.1:{port}"
+        ready_s = _wait_ready(url, began) if after_ready else None
+        latencies = []
+        with httpx.Client(headers={"authorization": "Bearer sk-bench"}, timeout=600) as client:
+            for _ in range(n):
+                sent = time.perf_counter()
+                response = client.post(f"{url}/v1/chat/completions", json=body(mode))
+                latencies.append(time.perf_counter() - sent)
+                if response.status_code != 200:
+                    raise SystemExit(f"{mode}: {response.status_code} {response.text[:300]}")
+    start = "after /readyz" if after_ready else "at once"
+    return Run(mode, start, port_s, ready_s, latencies)
+
+
+def _wait_ready(url: str, began: float) -> float:
+    while httpx.get(f"{url}/readyz", timeout=30).status_code != 200:
+        time.sleep(0.05)
+    return time.perf_counter() - began
+
+
+@contextmanager
+def fake_upstream(work: Path) -> Iterator[int]:
+    port = free_port()
+    with running(fake_upstream_spec(port, 0.0, ROOT), os.environ, work) as service:
+        wait_ready(service)
+        yield port
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=10, help="requests per server")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="toolgraph-first-") as folder:
+        work = Path(folder)
+        with fake_upstream(work) as upstream_port:
+            for mode in ("select", "orchestrate"):
+                for after_ready in (True, False):
+                    runs.append(measure(mode, after_ready, upstream_port, work, args.requests))
+    load_after = os.getloadavg()
+    print(
+        f"| mode | first request sent | port open (s) | ready (s) | first (ms) "
+        f"| {_ordinal(args.requests)} (ms) | median 2nd-{_ordinal(args.requests)} (ms) "
+        "| first / last |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for run in runs:
+        print(run.row())
+    print(
+        f"\n{os.cpu_count()} CPUs; load average (1, 5, 15 min) before "
+        f"{', '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in load_after)}"
+    )
+    return 0
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}th" if n not in (1, 2, 3) else {1: "1st", 2: "2nd", 3: "3rd"}[n]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
