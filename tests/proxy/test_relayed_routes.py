@@ -176,3 +176,29 @@ def test_every_route_is_served_without_the_v1_prefix(
     missing = httpx.get(f"{server.url}/nowhere", timeout=10)
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "unknown_url"
+
+
+def test_a_large_answers_tokens_are_counted_without_decoding_it(
+    proxy: ServerThread, upstream: FakeUpstream
+) -> None:
+    before = scrape(proxy)
+    inputs = [f"word{i}" for i in range(3000)]  # about 400 KB of floats back
+    result = sdk(proxy).embeddings.create(model="m", input=inputs, encoding_format="float")
+    after = scrape(proxy)
+
+    assert len(result.data) == 3000
+    tokens = "toolgraph_upstream_tokens_total"
+    grew = value(after, tokens, model="other", kind="prompt")
+    assert grew - value(before, tokens, model="other", kind="prompt") == 3000
+
+
+def test_relayed_routes_keep_the_body_limits(start_proxy: Any, upstream: FakeUpstream) -> None:
+    server = start_proxy(limits={"max_body_bytes": 1000, "max_json_depth": 8})
+    client = sdk(server)
+    with pytest.raises(openai.APIStatusError) as large:
+        client.embeddings.create(model="m", input="x" * 2000)
+    assert large.value.status_code == 413
+    with pytest.raises(openai.BadRequestError) as deep:
+        client.moderations.create(input=[[[[[[[[["x"]]]]]]]]])  # type: ignore[list-item]
+    assert deep.value.code == "json_too_deep"
+    assert upstream.requests == []
