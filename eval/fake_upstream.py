@@ -98,6 +98,7 @@ class FakeUpstream:
         self.models = list(_MODELS)
         # POST /v1/responses: a 404 (a chat-only upstream, as most are) unless True
         self.speaks_responses = False
+        self.stored_responses: dict[str, bytes] = {}  # its whole answers, by id
         self._queue: deque[Script] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -117,6 +118,7 @@ class FakeUpstream:
         self.responder = None
         self.models = list(_MODELS)
         self.speaks_responses = False
+        self.stored_responses.clear()
         self._queue.clear()
         self.requests.clear()
         self.disconnects = 0
@@ -184,6 +186,9 @@ class FakeUpstream:
         parsed = json_codec.loads(body) if body else None  # big integers exact
         if self.record:
             self.requests.append(RecordedRequest(method, path, headers, parsed))
+        if self.speaks_responses and "/responses/" in path and method in ("GET", "DELETE"):
+            await self._stored_response(writer, method, path.rsplit("/", 1)[-1])
+            return True
         route = _route(method, path)
         if route is None and self.speaks_responses and method == "POST":
             route = "/responses" if path.endswith("/responses") else None
@@ -202,6 +207,13 @@ class FakeUpstream:
             )
             return True
         request = parsed if isinstance(parsed, dict) else {}
+        if route == "/responses" and request.get("input") is None:  # no script spent on it
+            error = {
+                "message": "Missing required parameter: 'input'.",
+                "type": "invalid_request_error",
+            }
+            await _send_json(writer, 400, {"error": {**error, "param": "input", "code": None}})
+            return True
         script = None
         if self.responder is not None and method == "POST":
             script = self.responder(request)
@@ -260,20 +272,33 @@ class FakeUpstream:
         number: int,
     ) -> bool:
         """The Responses API's answer: the chat answer in its shapes (eval.fake_responses)."""
-        if "input" not in request:
-            error = {
-                "message": "Missing required parameter: 'input'.",
-                "type": "invalid_request_error",
-            }
-            await _send_json(writer, 400, {"error": {**error, "param": "input", "code": None}})
-            return True
         answer = _Answer(script, fake_responses.chat_request(request), number)
         if not request.get("stream"):
             content = fake_responses.response(request, answer.completion(), number)
+            if request.get("store") is not False:
+                self.stored_responses[f"resp_fake{number:06d}"] = content
             await _send(writer, 200, content, "application/json", script.headers)
             return True
         events = fake_responses.events(request, answer.events(), number)
         return await self._send_events(reader, writer, script, (event for event in events))
+
+    async def _stored_response(
+        self, writer: asyncio.StreamWriter, method: str, response_id: str
+    ) -> None:
+        content = self.stored_responses.get(response_id)
+        if content is None:
+            error = {
+                "message": f"Response with id '{response_id}' not found.",
+                "type": "invalid_request_error",
+            }
+            await _send_json(writer, 404, {"error": {**error, "param": None, "code": None}})
+        elif method == "DELETE":
+            del self.stored_responses[response_id]
+            await _send_json(
+                writer, 200, {"id": response_id, "object": "response.deleted", "deleted": True}
+            )
+        else:
+            await _send(writer, 200, content, "application/json", {})
 
     async def _send_events(
         self,

@@ -128,7 +128,9 @@ async def open_services(
     log.info(startup_line(settings, _catalog_state(settings)))
     modes = _modes(settings, router, upstreams, select, orchestrator)
     relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
-    native = NativeResponses(router, relayed, settings.upstream_responses)
+    native = NativeResponses(
+        router, relayed, relay, settings.upstream_responses, settings.timeouts.request
+    )
     return AppServices(
         settings=settings,
         router=router,

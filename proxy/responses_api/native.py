@@ -10,6 +10,8 @@ alone, which costs no tokens: a server without the route answers 404, 405 or
 (401, 5xx, no answer) decides nothing: that request is translated and the next
 one asks again. A route served through litellm, and every request in select or
 orchestrate mode, is always translated: those modes work on chat completions.
+``GET`` and ``DELETE /v1/responses/{id}`` of a response toolgraph did not store go
+to the default upstream when it speaks the API.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any, Literal
+from urllib.parse import quote
 
 from proxy import json_codec
 from proxy.context import RequestContext
@@ -24,7 +27,8 @@ from proxy.errors import UpstreamError
 from proxy.passthrough.service import RelayedCall, RelayService
 from proxy.protocol.mode import Answer
 from proxy.protocol.responses import RESPONSES, ResponsesHead
-from proxy.upstream import ModelRouter
+from proxy.upstream import ModelRouter, Reply, Target, within
+from proxy.upstream.relay import RelayUpstream
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +39,39 @@ _ROUTE = frozenset({400, 422})
 
 
 class NativeResponses:
-    def __init__(self, router: ModelRouter, relayed: RelayService, support: Support) -> None:
+    def __init__(
+        self,
+        router: ModelRouter,
+        relayed: RelayService,
+        relay: RelayUpstream,
+        support: Support,
+        timeout: float,
+    ) -> None:
         self._router = router
         self._relayed = relayed
+        self._relay = relay
+        self._timeout = timeout
         self._support = support
         self._known: dict[str, bool] = {}  # base URL -> speaks the Responses API
         self._asking = asyncio.Lock()
 
     async def speaks(self, head: ResponsesHead, context: RequestContext) -> bool:
         """Whether ``head``'s upstream answers ``/v1/responses`` itself."""
-        target = self._router.resolve(head.model)
+        return await self._speaks(self._router.resolve(head.model), context)
+
+    async def stored(self, method: str, response_id: str, context: RequestContext) -> Reply | None:
+        """The default upstream's answer to a ``GET`` or ``DELETE`` of one of its stored
+        responses, as it sent it; ``None`` when it does not speak the Responses API."""
+        target = self._router.resolve("")
+        if not await self._speaks(target, context):
+            return None
+        path = f"/responses/{quote(response_id, safe='')}"
+        async with within(self._timeout):
+            if method == "DELETE":
+                return await self._relay.delete(target, path, context)
+            return await self._relay.get(target, path, context)
+
+    async def _speaks(self, target: Target, context: RequestContext) -> bool:
         if target.via != "relay" or self._support == "translate":
             return False
         if self._support == "native":
@@ -53,7 +80,7 @@ class NativeResponses:
         if base_url not in self._known:
             async with self._asking:  # concurrent first requests ask once
                 if base_url not in self._known:
-                    await self._ask(base_url, head.model, context)
+                    await self._ask(base_url, target.model, context)
         return self._known.get(base_url, False)
 
     async def relay(

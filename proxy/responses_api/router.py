@@ -19,8 +19,7 @@ from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
-from proxy.protocol.responses import DeletedResponse
-from proxy.responses import JSONResponse, respond
+from proxy.responses import respond
 from proxy.responses_api.store import scope_of
 from proxy.services import services_of
 
@@ -45,19 +44,18 @@ async def create_response(request: Request) -> Response:
 
 async def get_response(request: Request) -> Response:
     await authenticate(request)
-    services = services_of(request)
-    scope = scope_of(request.state.context.client_key)
+    context: RequestContext = request.state.context
+    scope = scope_of(context.client_key)
     response_id = request.path_params["response_id"]
-    return JSONResponse(await services.responses.store.get(scope, response_id))
+    return respond(await services_of(request).responses.retrieve(scope, response_id, context))
 
 
 async def delete_response(request: Request) -> Response:
     await authenticate(request)
-    services = services_of(request)
-    scope = scope_of(request.state.context.client_key)
+    context: RequestContext = request.state.context
+    scope = scope_of(context.client_key)
     response_id = request.path_params["response_id"]
-    await services.responses.store.delete(scope, response_id)
-    return JSONResponse(DeletedResponse(id=response_id).model_dump(mode="json"))
+    return respond(await services_of(request).responses.delete(scope, response_id, context))
 
 
 def decode(raw: bytes, mode: str | None, limits: Limits) -> Any:

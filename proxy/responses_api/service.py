@@ -24,6 +24,7 @@ from proxy.protocol.body import ON_LOOP_BYTES
 from proxy.protocol.chat import Mode, parse_request, read_chunk, read_completion
 from proxy.protocol.mode import Answer, ChatCall, Events, Modes
 from proxy.protocol.responses import (
+    DeletedResponse,
     Response,
     ResponsesRequest,
     StreamEvent,
@@ -40,7 +41,7 @@ from proxy.protocol.translation import (
     to_response,
 )
 from proxy.responses_api.native import NativeResponses
-from proxy.responses_api.store import ResponseStore
+from proxy.responses_api.store import ResponseStore, not_found
 from proxy.upstream import Reply
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,26 @@ class ResponsesService:
         else:  # pydantic holds the GIL for a whole validation: off the loop
             request = await asyncio.to_thread(parse_responses_request, body)
         return await self.translate(request, mode, context, scope, key)
+
+    async def retrieve(self, scope: str, response_id: str, context: RequestContext) -> Reply:
+        """A stored response: toolgraph's own, else the upstream's (native)."""
+        found = await self.store.find(scope, response_id)
+        if found is not None:
+            return Reply(json_codec.dumps(found.response))
+        return await self._upstreams("GET", response_id, context)
+
+    async def delete(self, scope: str, response_id: str, context: RequestContext) -> Reply:
+        """Forget a stored response: toolgraph's own, else the upstream's (native)."""
+        if await self.store.find(scope, response_id) is None:
+            return await self._upstreams("DELETE", response_id, context)
+        await self.store.delete(response_id)
+        return Reply(json_codec.dumps(DeletedResponse(id=response_id).model_dump(mode="json")))
+
+    async def _upstreams(self, method: str, response_id: str, context: RequestContext) -> Reply:
+        relayed = await self.native.stored(method, response_id, context)
+        if relayed is None:
+            raise not_found(response_id)
+        return relayed
 
     async def translate(
         self,

@@ -67,15 +67,7 @@ class ResponseStore:
             )
         return stored.messages
 
-    async def get(self, scope: str, response_id: str) -> dict[str, Any]:
-        stored = await self.find(scope, response_id)
-        if stored is None:
-            raise _not_found(response_id)
-        return stored.response
-
-    async def delete(self, scope: str, response_id: str) -> None:
-        if await self.find(scope, response_id) is None:
-            raise _not_found(response_id)
+    async def delete(self, response_id: str) -> None:
         await self._kv.delete(_key(response_id))
 
 
@@ -83,7 +75,7 @@ def _key(response_id: str) -> str:
     return f"response:{response_id}"
 
 
-def _not_found(response_id: str) -> NotFound:
+def not_found(response_id: str) -> NotFound:
     return NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
 
 

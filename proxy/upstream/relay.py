@@ -76,6 +76,11 @@ class RelayUpstream:
         """The upstream's whole answer to a ``GET`` of ``path`` (its model list)."""
         return await self._whole(self._request(target, path, context), target, context)
 
+    async def delete(self, target: Target, path: str, context: RequestContext) -> Reply:
+        """The upstream's whole answer to a ``DELETE`` of ``path`` (a stored response)."""
+        request = self._request(target, path, context, method="DELETE")
+        return await self._whole(request, target, context)
+
     async def _whole(self, request: Any, target: Target, context: RequestContext) -> Reply:
         started = time.perf_counter()
         try:
@@ -120,9 +125,15 @@ class RelayUpstream:
         await self._session.close()
 
     def _request(
-        self, target: Target, path: str, context: RequestContext, content: bytes | None = None
+        self,
+        target: Target,
+        path: str,
+        context: RequestContext,
+        content: bytes | None = None,
+        method: str = "GET",
     ) -> Any:
-        """A ``POST`` of ``content`` to ``path`` under the target's base URL, or a ``GET``."""
+        """A ``POST`` of ``content`` to ``path`` under the target's base URL, or a bodiless
+        ``method``."""
         headers = {"Accept-Encoding": "identity"}
         if content is not None:
             headers = {"Content-Type": "application/json", **headers}
@@ -133,7 +144,7 @@ class RelayUpstream:
             headers["Authorization"] = f"Bearer {key}"
         url = URL(f"{target.base_url}{path}", encoded=True)
         if content is None:
-            return self._session.get(url, headers=headers)
+            return self._session.request(method, url, headers=headers)
         return self._session.post(url, data=content, headers=headers)
 
 

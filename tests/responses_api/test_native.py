@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
+import pytest
+
 from eval.fake_upstream import FakeUpstream, Script
 from tests.conftest import StartProxy
 from tests.responses_api.test_translate import sdk
@@ -90,3 +93,31 @@ def test_select_mode_translates_even_to_a_responses_upstream(
     )
 
     assert paths(upstream) == ["/v1/chat/completions"]
+
+
+def test_get_and_delete_reach_the_upstreams_own_store(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    client = sdk(start_proxy())
+    created = client.responses.create(model="gpt-x", input="kept upstream")
+
+    assert client.responses.retrieve(created.id).output_text == "You said: kept upstream"
+    client.responses.delete(created.id)
+
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(created.id)
+    assert upstream.stored_responses == {}
+
+
+def test_an_upstreams_own_400_comes_back_as_it_sent_it(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    client = sdk(start_proxy(upstream_responses="native"))
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.responses.create(model="gpt-x", input=[], extra_body={"input": None})
+
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["message"] == "Missing required parameter: 'input'."
