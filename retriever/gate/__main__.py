@@ -33,10 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=WEIGHTS, help="where weights.json goes")
     parser.add_argument("--cache", type=Path, default=CACHE, help="text vectors (gitignored)")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--scalars-only", action="store_true",
+                        help="without the query's vector (measured, not shipped)")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
     data, encoder = load_design(args.data, args.cache, args.seed)
-    options = Options(seed=args.seed)
+    options = Options(seed=args.seed, query_vector=not args.scalars_only)
     out_of_source = np.zeros(len(data))
     for source in sorted(set(data.sources.tolist())):
         progress(f"fitting without {source}")

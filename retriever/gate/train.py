@@ -63,6 +63,9 @@ class Design:
 @dataclass(frozen=True)
 class Options:
     hidden: int = 0  # logistic regression: a 32-unit layer did no better out of source
+    #: Read the query's own vector too (384 inputs); off: the seven scalars alone
+    #: (``python -m eval.gate_report --scalars-only``, measured beside the shipped gate).
+    query_vector: bool = True
     steps: int = 300
     learning_rate: float = 0.01
     l2: float = 1e-4
@@ -95,8 +98,13 @@ def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str])
     data = data.subset(data.has_catalog)
     mean = data.scalars.mean(axis=0)
     scale = data.scalars.std(axis=0) + 1e-6
-    inputs = np.hstack([(data.scalars - mean) / scale, data.queries])
+    queries = data.queries if options.query_vector else np.zeros_like(data.queries)
+    inputs = np.hstack([(data.scalars - mean) / scale, queries])
     layers = _train(inputs, data.labels.astype(np.float64), _source_weights(data), options)
+    if not options.query_vector:  # the query's inputs get no weight at all
+        first, bias = layers[0]
+        first[len(SCALARS) :] = 0.0
+        layers[0] = (first, bias)
     spec = GateFile(
         encoder=encoder,
         scalars=list(SCALARS),
@@ -135,15 +143,34 @@ def choose_threshold(probability: Array, data: Design, candidates: Array | None 
     return float(max(candidates, key=mean_accuracy))
 
 
+#: Share of the requests needing a tool that the cautious threshold keeps on the tool side.
+RECALL_TARGET = 0.98
+
+
+def choose_recall_threshold(
+    probability: Array, data: Design, target: float = RECALL_TARGET
+) -> float:
+    """The cautious threshold: the highest that still sends ``target`` of the requests
+    needing a tool (with a catalog, pooled over the sources in ``data``) to the tools,
+    for where a skipped tool costs a wrong answer and a needless plan only time.
+    Measured by eval.gate_report beside the shipped rule (:func:`choose_threshold`)."""
+    needs = probability[data.labels & data.has_catalog]
+    for threshold in np.round(np.arange(0.95, 0.049, -0.01), 2):
+        if needs.size == 0 or float(np.mean(needs >= threshold)) >= target:
+            return float(threshold)
+    return 0.05
+
+
 def held_out_scores(
     data: Design,
     held_out: str,
     options: Options,
     encoder: str,
     say: Callable[[str], None],
-) -> tuple[Array, float]:
-    """Scores of ``held_out``'s rows by a gate that never saw it, and the threshold
-    chosen (nested, leaving each other source out in turn) without it."""
+) -> tuple[Array, float, float]:
+    """Scores of ``held_out``'s rows by a gate that never saw it, and the two thresholds
+    (best mean accuracy, the shipped rule; :func:`choose_recall_threshold`) chosen
+    (nested, leaving each other source out in turn) without it."""
     train_sources = [s for s in _present(data) if s not in OVERLAPS.get(held_out, (held_out,))]
     training = data.subset(np.isin(data.sources, train_sources))
     inner = np.zeros(len(training))
@@ -155,7 +182,11 @@ def held_out_scores(
         inner[rows] = scores(inner_gate, training.subset(rows))
     threshold = choose_threshold(inner, training)
     gate = fit(training, options, encoder, train_sources)
-    return scores(gate, data.subset(data.sources == held_out)), threshold
+    return (
+        scores(gate, data.subset(data.sources == held_out)),
+        threshold,
+        (choose_recall_threshold(inner, training)),
+    )
 
 
 def _present(data: Design) -> list[str]:

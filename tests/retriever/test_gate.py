@@ -16,7 +16,7 @@ from retriever.errors import ModelNotFound
 from retriever.gate.catalog import CatalogGate
 from retriever.gate.features import SCALARS, gate_document
 from retriever.gate.model import WEIGHTS, gate_encoder_config, load_gate
-from retriever.gate.train import Design, Options, fit
+from retriever.gate.train import RECALL_TARGET, Design, Options, choose_recall_threshold, fit
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,40 @@ def test_training_is_seeded() -> None:
     first = fit(data, options, "enc", ["a", "b"]).spec
     assert fit(data, options, "enc", ["a", "b"]).spec == first
     assert fit(data, Options(hidden=4, steps=20, seed=1), "enc", ["a", "b"]).spec != first
+
+
+def test_a_gate_without_the_query_vector_ignores_it() -> None:
+    rng = np.random.default_rng(0)
+    rows = 40
+    data = Design(
+        scalars=rng.normal(size=(rows, len(SCALARS))),
+        queries=rng.normal(size=(rows, 8)),
+        labels=rng.random(rows) > 0.5,
+        sources=np.array(["a", "b"] * (rows // 2)),
+        has_catalog=np.ones(rows, dtype=bool),
+        categories=np.array(["c"] * rows),
+    )
+    gate = fit(data, Options(steps=20, query_vector=False), "enc", ["a", "b"])
+    weight = np.asarray(gate.spec.layers[0].weight)
+    assert not weight[len(SCALARS) :].any()
+    assert weight[: len(SCALARS)].any()
+    other = rng.normal(size=data.queries.shape)
+    assert np.array_equal(
+        gate.probability(data.scalars, data.queries), gate.probability(data.scalars, other)
+    )
+
+
+def test_the_cautious_threshold_keeps_the_requests_needing_a_tool() -> None:
+    labels = np.array([True] * 50 + [False] * 50)
+    probability = np.concatenate([np.linspace(0.2, 1.0, 50), np.linspace(0.0, 0.5, 50)])
+    data = Design(
+        scalars=np.zeros((100, len(SCALARS))),
+        queries=np.zeros((100, 8)),
+        labels=labels,
+        sources=np.array(["a"] * 100),
+        has_catalog=np.ones(100, dtype=bool),
+        categories=np.array(["c"] * 100),
+    )
+    threshold = choose_recall_threshold(probability, data)
+    assert np.mean(probability[labels] >= threshold) >= RECALL_TARGET
+    assert np.mean(probability[labels] >= threshold + 0.01) < RECALL_TARGET
