@@ -26,7 +26,8 @@ def test_select_mode_trims_the_function_tools(
     start_proxy: StartProxy, upstream: FakeUpstream
 ) -> None:
     upstream.enqueue(Script(tool_calls=(FakeToolCall("get_weather_forecast", '{"city":"Oslo"}'),)))
-    client = sdk(start_proxy())
+    # the first select request of a run embeds the 300 tools and may wait for the model
+    client = sdk(start_proxy(), timeout=120)
 
     response = client.responses.create(
         model="gpt-x",
@@ -61,7 +62,8 @@ def test_orchestrate_mode_streams_progress_as_reasoning_summary(
     proxy = start_proxy(upstream_api_key="sk-upstream-0123456789", planner={"policy": "graph"})
     options = {"toolgraph": {"mode": "orchestrate", "progress": True}}
 
-    with sdk(proxy).responses.stream(model="fake-model", input=QUESTION, extra_body=options) as s:
+    client = sdk(proxy, timeout=120)  # the catalog loads on the first orchestrate request
+    with client.responses.stream(model="fake-model", input=QUESTION, extra_body=options) as s:
         events = list(s)
         final = s.get_final_response()
 
@@ -88,7 +90,7 @@ def test_orchestrate_mode_answers_a_whole_response(start_proxy: StartProxy, brai
         default_mode="orchestrate",
     )
 
-    response = sdk(proxy).responses.create(model="fake-model", input=QUESTION)
+    response = sdk(proxy, timeout=120).responses.create(model="fake-model", input=QUESTION)
 
     assert f"{2 * math.pi * 50:.6g}"[:6] in response.output_text
     assert response.status == "completed"

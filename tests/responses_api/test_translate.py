@@ -25,9 +25,9 @@ WEATHER: Any = {
 }
 
 
-def sdk(server: ServerThread, key: str = "sk-client") -> openai.OpenAI:
+def sdk(server: ServerThread, key: str = "sk-client", timeout: float = 20) -> openai.OpenAI:
     return closed_after_test(
-        openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0, timeout=20)
+        openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0, timeout=timeout)
     )
 
 
