@@ -71,6 +71,10 @@ class ModelRoute(_Section):
         description="`relay` streams bytes to an OpenAI-compatible API, `litellm` translates; "
         "`auto` relays for the `openai` and `hosted_vllm` providers.",
     )
+    responses: Literal["auto", "native", "translate"] | None = Field(
+        default=None,
+        description="`upstream_responses` for this route alone; unset, the global one.",
+    )
 
     @field_validator("base_url")
     @classmethod

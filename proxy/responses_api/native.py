@@ -1,15 +1,16 @@
 """An upstream's own Responses API: whether it speaks one, and the request relayed to it.
 
-``upstream_responses`` says how ``/v1/responses`` reaches an OpenAI-compatible
-upstream: ``native`` relays the client's bytes to the upstream's ``/v1/responses``
-and its answer back unchanged (the upstream keeps its own ``store``); ``translate``
-goes through its chat completions; ``auto`` asks each upstream (each base URL)
-once and remembers. The question is a ``POST /responses`` of ``{"model": …}``
-alone, which costs no tokens: a server without the route answers 404, 405 or
-501; one with it refuses the missing ``input`` (400 or 422). Any other answer
-(401, 5xx, no answer) decides nothing: that request is translated and the next
-one asks again. A route served through litellm, and every request in select or
-orchestrate mode, is always translated: those modes work on chat completions.
+``upstream_responses`` (or a route's own ``responses``) says how ``/v1/responses``
+reaches an OpenAI-compatible upstream: ``native`` relays the client's bytes to the
+upstream's ``/v1/responses`` and its answer back unchanged (the upstream keeps its
+own ``store``); ``translate`` goes through its chat completions; ``auto`` asks
+each upstream (each base URL) once and remembers. The question is a ``POST
+/responses`` of ``{"model": …}`` alone, which costs no tokens: a server without
+the route answers 404, 405 or 501; one with it refuses the missing ``input``
+(400 or 422). Any other answer (401, 5xx, no answer) decides nothing: that
+request is translated and the next one asks again. A route served through
+litellm, and every request in select or orchestrate mode, is always translated:
+those modes work on chat completions.
 ``GET`` and ``DELETE /v1/responses/{id}`` of a response toolgraph did not store go
 to the default upstream when it speaks the API.
 """
@@ -72,9 +73,10 @@ class NativeResponses:
             return await self._relay.get(target, path, context)
 
     async def _speaks(self, target: Target, context: RequestContext) -> bool:
-        if target.via != "relay" or self._support == "translate":
+        support = target.responses or self._support  # a route's own setting first
+        if target.via != "relay" or support == "translate":
             return False
-        if self._support == "native":
+        if support == "native":
             return True
         base_url = target.base_url or ""
         if base_url not in self._known:

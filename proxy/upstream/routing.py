@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,6 +30,7 @@ class Target:
     api_key: str | None
     via: Literal["relay", "litellm"]
     label: str = OTHER
+    responses: Literal["auto", "native", "translate"] | None = None  # the route's own say
 
 
 class ModelRouter:
@@ -72,7 +74,8 @@ class ModelRouter:
 
 
 def _route_target(route: ModelRoute) -> Target:
-    return _target(route.litellm_model, route.api, route.base_url, route.api_key(), route.name)
+    target = _target(route.litellm_model, route.api, route.base_url, route.api_key(), route.name)
+    return dataclasses.replace(target, responses=route.responses)
 
 
 def _target(

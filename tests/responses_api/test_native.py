@@ -121,3 +121,24 @@ def test_an_upstreams_own_400_comes_back_as_it_sent_it(
 
     assert isinstance(caught.value.body, dict)
     assert caught.value.body["message"] == "Missing required parameter: 'input'."
+
+
+def test_a_route_of_the_routing_table_has_its_own_say(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    route = {
+        "name": "relayed",
+        "litellm_model": "openai/fake-model",
+        "base_url": upstream.base_url,
+        "responses": "native",
+    }
+    client = sdk(start_proxy(upstream_responses="translate", models=[route]))
+
+    relayed = client.responses.create(model="relayed", input="one")
+    translated = client.responses.create(model="gpt-x", input="two")
+
+    assert relayed.id.startswith("resp_fake")
+    assert not translated.id.startswith("resp_fake")
+    assert paths(upstream) == ["/v1/responses", "/v1/chat/completions"]
+    assert upstream.requests[0].body["model"] == "fake-model"  # the route's own name for it
