@@ -1,13 +1,16 @@
 """Encoders: text in, L2-normalised float32 vectors out, one forward pass per call.
 
-Two implementations behind :class:`Encoder`: FlagEmbedding's ``FlagModel`` (any
-BERT-like encoder; the bundled all-MiniLM-L6-v2 by default, on CPU) and
-``BGEM3FlagModel`` (BGE-M3's dense vectors, CUDA in fp16 when present). Weights come
+Two implementations behind :class:`Encoder`: a transformers encoder pooled as
+FlagEmbedding's ``FlagModel`` pools it (any BERT-like encoder; the bundled
+all-MiniLM-L6-v2 by default, on CPU) and ``BGEM3FlagModel`` (BGE-M3's dense vectors,
+CUDA in fp16 when present). Weights come
 from a local folder only: ``HF_HUB_OFFLINE`` is set before the libraries load, and a
 missing folder is a :class:`ModelNotFound` at start-up, never a download or a hang.
 
-torch and FlagEmbedding are imported when a model is loaded, not when this module is,
-so that a proxy that never embeds never pays for them.
+torch, transformers and FlagEmbedding are imported when a model is loaded, not when
+this module is, so that a proxy that never embeds never pays for them; the first
+encoder does without FlagEmbedding, whose import (its fine-tuning modules, peft,
+transformers' trainer) added about 2 s to every start-up for a pooling of two lines.
 """
 
 from __future__ import annotations
@@ -101,7 +104,8 @@ def _device(choice: str, torch: Any) -> str:
 
 
 class FlagEncoder:
-    """``FlagModel``'s tokenizer and network, called directly for one pass per batch.
+    """The tokenizer and network ``FlagModel`` would load (fp16 on CUDA), pooled as it
+    pools (``cls``: the first token; ``mean``: over the attention mask), one pass per batch.
 
     ``FlagModel.encode`` probes the batch size with an extra forward pass on every
     call; that doubles the cost of a one-query batch, so the pass is written here.
@@ -109,21 +113,17 @@ class FlagEncoder:
 
     def __init__(self, path: Path, device: str, pooling: str) -> None:
         import torch
-        from FlagEmbedding import FlagModel
+        from transformers import AutoModel, AutoTokenizer
 
-        model = FlagModel(
-            str(path), pooling_method=pooling, use_fp16=device == "cuda", devices=device
-        )
-        self._model = model
-        self._tokenizer = model.tokenizer
-        self._network = model.model.to(device).eval()
-        if device == "cuda":
-            self._network = self._network.half()
+        dtype = torch.float16 if device == "cuda" else torch.float32
+        self._tokenizer = AutoTokenizer.from_pretrained(str(path))
+        self._network = AutoModel.from_pretrained(str(path), dtype=dtype).to(device).eval()
+        self._pooling = pooling
         self._device = device
         self._torch = torch
         self._lock = threading.Lock()
         self._name = f"flag:{path.name}:{pooling}"
-        self._dim = int(model.model.config.hidden_size)
+        self._dim = int(self._network.config.hidden_size)
 
     @property
     def name(self) -> str:
@@ -142,8 +142,14 @@ class FlagEncoder:
                 texts, padding=True, truncation=True, max_length=MAX_TOKENS, return_tensors="pt"
             ).to(self._device)
             hidden = self._network(**batch, return_dict=True).last_hidden_state
-            pooled = self._model.pooling(hidden, batch["attention_mask"])
+            pooled = self._pool(hidden, batch["attention_mask"])
             return _to_numpy(torch.nn.functional.normalize(pooled.float(), dim=-1))
+
+    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self._pooling == "cls":
+            return hidden[:, 0]
+        summed = (hidden * mask.unsqueeze(-1).float()).sum(dim=1)
+        return summed / mask.sum(dim=1, keepdim=True).float()
 
 
 class BGEM3Encoder:

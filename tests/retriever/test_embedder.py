@@ -158,3 +158,19 @@ async def test_redis_shares_embeddings_between_processes(
     first.close()
     second.close()
     await redis.aclose()
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_the_encoder_gives_flagembeddings_vectors(pooling: str) -> None:
+    """FlagEncoder loads and pools as FlagModel does, without importing FlagEmbedding."""
+    from FlagEmbedding import FlagModel
+
+    from retriever.embedder import bundled_model_path
+
+    texts = ["weather forecast for a city", "a longer sentence, padded in the batch", "x"]
+    encoder = load_encoder(RetrieverConfig(pooling=pooling, adapter=False))  # type: ignore[arg-type]
+    reference = FlagModel(str(bundled_model_path()), pooling_method=pooling, devices="cpu")
+    expected = reference.encode(texts, batch_size=len(texts), convert_to_numpy=True)
+    # Not bit for bit: FlagModel sorts a batch by length, so the padding differs.
+    cosines = (encoder.encode(texts) * expected).sum(axis=1)
+    assert np.all(cosines > 0.99999), cosines
