@@ -219,3 +219,22 @@ def test_a_request_waiting_for_the_load_ends_at_its_own_deadline(
         assert response.status_code == 504, response.text
         assert response.json()["error"]["code"] == "upstream_timeout"
         assert httpx.get(f"{url}/readyz", timeout=10).json()["status"] == "loading"
+
+
+def test_each_worker_writes_its_own_startup_line(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    env = {
+        "TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url,
+        "TOOLGRAPH_ORCHESTRATE__PRELOAD": "false",
+    }
+    log = tmp_path / "serve.log"
+    url = start(serve, ["--workers", "2"], env, log)
+    deadline = time.monotonic() + 60
+    while len(lines := startup_lines(log)) < 2:  # the port opens with the first worker
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    assert len(lines) == 2
+    assert len({re.search(r"\(pid (\d+)\)", line).group(1) for line in lines}) == 2  # type: ignore[union-attr]
+    assert all(f"serving on {url} " in line for line in lines)
+    assert all("catalog and embedding model loaded on first use" in line for line in lines)
