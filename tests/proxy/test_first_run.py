@@ -27,7 +27,7 @@ import pytest
 from eval.brain import Brain
 from eval.fake_upstream import FakeUpstream
 from proxy.logs import public_url
-from tests.conftest import free_port, unavailable
+from tests.conftest import StartProxy, free_port, unavailable
 from tests.orchestrate.conftest import ORCHESTRATE
 from tests.proxy.test_cli_serve import serve, start
 
@@ -238,3 +238,24 @@ def test_each_worker_writes_its_own_startup_line(
     assert len({re.search(r"\(pid (\d+)\)", line).group(1) for line in lines}) == 2  # type: ignore[union-attr]
     assert all(f"serving on {url} " in line for line in lines)
     assert all("catalog and embedding model loaded on first use" in line for line in lines)
+
+
+def test_a_load_at_start_up_that_fails_makes_the_process_not_ready(
+    start_proxy: StartProxy, tmp_path: Path
+) -> None:
+    server = start_proxy(
+        orchestrate={"preload": True}, retriever={"model_path": str(tmp_path / "no-model")}
+    )
+    ready = httpx.get(f"{server.url}/readyz", timeout=10)
+    assert ready.status_code == 503
+    assert ready.json() == {
+        "status": "not ready",
+        "checks": {"catalog": "failed: CatalogUnavailable"},
+    }
+    response = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": "6*7?"}], **ORCHESTRATE},
+        timeout=60,
+    )
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "retriever_unavailable"
