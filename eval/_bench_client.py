@@ -121,12 +121,15 @@ async def _read_chunked(reader: asyncio.StreamReader, clock: Clock) -> tuple[byt
 
 
 def is_complete(response: Response, stream: bool) -> bool:
-    """A 200 whose body is a whole chat completion, or a stream that reached [DONE]."""
+    """A 200 whose body is a whole chat completion (or Responses API response), or a
+    stream that reached [DONE] (or a Responses stream its ``response.completed``,
+    an event that carries the whole response: looked for in the last few KB)."""
     if response.status != 200:
         return False
     if stream:
-        return b"data: [DONE]" in response.body[-64:]
-    return b'"choices"' in response.body
+        tail = response.body[-64:]
+        return b"data: [DONE]" in tail or b"event: response.completed\n" in response.body[-8192:]
+    return b'"choices"' in response.body or b'"object":"response"' in response.body
 
 
 class _Budget:

@@ -625,8 +625,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--delay-ms", type=float, default=0.0, help="wait before answering")
     parser.add_argument("--text", default=None, help="answer text (default: echo the user)")
+    parser.add_argument("--responses", action="store_true", help="serve POST /v1/responses too")
     args = parser.parse_args()
     fake = FakeUpstream(Script(text=args.text, delay=args.delay_ms / 1000), record=False)
+    fake.speaks_responses = args.responses
     print(f"fake upstream on http://127.0.0.1:{args.port}/v1", flush=True)
     asyncio.run(fake.serve_forever(args.port))
 

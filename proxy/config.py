@@ -330,15 +330,16 @@ class Responses(_Section):
         description="Seconds a stored response (and the conversation up to it) is kept.",
     )
     max_stored: int = Field(
-        default=10_000,
+        default=2000,
         gt=0,
         description="Responses kept, in process or in Redis (there for all replicas together); "
-        "the oldest goes first.",
+        "the oldest goes first. Times `max_stored_bytes`, the most they hold (2 GiB).",
     )
     max_stored_bytes: int = Field(
-        default=4 * 1024 * 1024,
+        default=1024 * 1024,
         gt=0,
-        description="Largest stored conversation; a longer one is answered but not stored.",
+        description="Largest stored response with its conversation (each keeps the whole "
+        "conversation up to it); a larger one is answered, logged and not stored.",
     )
 
 

@@ -129,6 +129,9 @@ def test_build_request_declares_the_body_length() -> None:
         (500, b'{"choices":[]}', False, False),
         (200, b"data: {}\n\ndata: [DONE]\n\n", True, True),
         (200, b"data: {}\n\n", True, False),
+        (200, b'{"id":"resp_1","object":"response"}', False, True),
+        (200, b"event: response.completed\ndata: {}\n\n", True, True),
+        (200, b"event: response.failed\ndata: {}\n\n", True, False),
     ],
 )
 def test_is_complete(status: int, body: bytes, stream: bool, complete: bool) -> None:
