@@ -70,6 +70,10 @@ class Script:
     hang: bool = False
     hang_after_events: int | None = None
     drop_after_events: int | None = None
+    # Set by the test once its client has seen what came before the drop: aiohttp drops
+    # data it has buffered when the connection breaks before its reader ran, so without
+    # this the events before a drop reach the proxy only when the scheduler is kind.
+    drop_when: threading.Event | None = None
     finish_reason: str | None = None  # e.g. "length": an answer cut at max_tokens
 
 
@@ -82,6 +86,14 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+
+
+async def _drop(writer: asyncio.StreamWriter, script: Script) -> None:
+    """Break the connection (a reset, no terminating chunk), once the test says so."""
+    await writer.drain()
+    if script.drop_when is not None:
+        await asyncio.to_thread(script.drop_when.wait, 60)
+    writer.transport.abort()
 
 
 class FakeUpstream:
@@ -315,8 +327,7 @@ class FakeUpstream:
         writer.write(head.encode() + b"\r\n")
         for count, payload in enumerate(events):
             if script.drop_after_events is not None and count >= script.drop_after_events:
-                await writer.drain()
-                writer.transport.abort()
+                await _drop(writer, script)
                 return False
             writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         writer.write(b"0\r\n\r\n")
@@ -337,8 +348,7 @@ class FakeUpstream:
         writer.write(head.encode() + b"\r\n")
         for count, event in enumerate(answer.events()):
             if script.drop_after_events is not None and count >= script.drop_after_events:
-                await writer.drain()
-                writer.transport.abort()
+                await _drop(writer, script)
                 return False
             if script.hang_after_events is not None and count >= script.hang_after_events:
                 await writer.drain()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import httpx
@@ -151,7 +152,10 @@ def test_an_answer_stream_that_breaks_ends_in_an_error_event(
     proxy: ServerThread, brain: Brain
 ) -> None:
     brain.arguments["2*pi*50"] = {"expression": "2*pi*50"}
-    brain.answer_script = Script(text="one two three four five six", drop_after_events=3)
+    seen = threading.Event()
+    brain.answer_script = Script(
+        text="one two three four five six", drop_after_events=3, drop_when=seen
+    )
     with sdk(proxy).chat.completions.with_streaming_response.create(
         model="fake-model", messages=user(QUESTION), stream=True, extra_body=ORCHESTRATE
     ) as response:
@@ -161,6 +165,8 @@ def test_an_answer_stream_that_breaks_ends_in_an_error_event(
         def read_all() -> None:
             for chunk in response.parse():
                 received.append(chunk.choices[0].delta.content or "")
+                if "".join(received):
+                    seen.set()  # the upstream breaks off only now
 
         with pytest.raises(openai.APIError):
             read_all()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 import time
 from typing import Any
 
@@ -235,7 +236,8 @@ def test_request_deadline_is_504(start_proxy: Any, upstream: FakeUpstream) -> No
 def test_upstream_breaking_off_mid_stream_ends_with_an_error_event(
     proxy: ServerThread, upstream: FakeUpstream
 ) -> None:
-    upstream.enqueue(Script(text="a b c d e f", drop_after_events=3))
+    seen = threading.Event()
+    upstream.enqueue(Script(text="a b c d e f", drop_after_events=3, drop_when=seen))
     with httpx.stream(
         "POST",
         f"{proxy.url}{CHAT}",
@@ -243,14 +245,18 @@ def test_upstream_breaking_off_mid_stream_ends_with_an_error_event(
         timeout=20,
     ) as response:
         assert response.status_code == 200
-        events = [line for line in response.iter_lines() if line]
+        events = []
+        for line in response.iter_lines():
+            events += [line] if line else []
+            if len(events) == 3:
+                seen.set()  # the upstream breaks off only once all three came through
 
     assert len(events) == 4
     assert all(event.startswith("data: {") for event in events)
     assert '"error"' in events[-1]
     assert "broke off while streaming" in events[-1]
     assert "[DONE]" not in events[-1]
-    upstream.enqueue(Script(text="a b c d e f", drop_after_events=3))
+    upstream.enqueue(Script(text="a b c d e f", drop_after_events=3))  # no wait: the error
     stream = sdk(proxy).chat.completions.create(model="m", messages=user("x"), stream=True)
     with pytest.raises(openai.APIError, match="broke off while streaming"):
         list(stream)

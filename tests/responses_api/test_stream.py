@@ -4,6 +4,7 @@ typed events and their ``sequence_number``s, read by the official SDK."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
@@ -73,11 +74,16 @@ def test_function_call_arguments_stream(proxy: ServerThread, upstream: FakeUpstr
 def test_a_stream_broken_upstream_ends_with_error_and_failed(
     proxy: ServerThread, upstream: FakeUpstream
 ) -> None:
-    upstream.enqueue(Script(text="one two three four", drop_after_events=3))
+    seen = threading.Event()
+    upstream.enqueue(Script(text="one two three four", drop_after_events=3, drop_when=seen))
     client = sdk(proxy)
 
+    events: list[Any] = []
     with client.responses.create(model="gpt-x", input="count", stream=True) as stream:
-        events: list[Any] = list(stream)
+        for event in stream:
+            events.append(event)
+            if event.type == "response.output_text.delta":
+                seen.set()  # the upstream breaks off only once text came through
 
     kinds = [event.type for event in events]
     assert kinds[:2] == ["response.created", "response.in_progress"]
