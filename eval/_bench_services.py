@@ -209,8 +209,10 @@ def toolgraph_spec(port: int, upstream_port: int, master_key: str, data_dir: Pat
             "TOOLGRAPH_ORCHESTRATE__PRELOAD": "false",
         },
         unset=("TOOLGRAPH_",),
-        health_path="/healthz",
-        ready_timeout=60,
+        # Ready, not just up: what it loads in the background at start-up (the embedding
+        # model, the catalog) must not share the cores with the first cells measured.
+        health_path="/readyz",
+        ready_timeout=180,
     )
 
 
