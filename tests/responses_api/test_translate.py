@@ -199,3 +199,16 @@ def test_upstream_errors_come_back_with_their_status(
 
     assert isinstance(caught.value.body, dict)
     assert caught.value.body["message"] == "slow down"
+
+
+def test_the_route_is_served_without_the_v1_prefix(
+    proxy: ServerThread, upstream: FakeUpstream
+) -> None:
+    client = closed_after_test(
+        openai.OpenAI(base_url=proxy.url, api_key="sk-client", max_retries=0, timeout=20)
+    )
+
+    created = client.responses.create(model="gpt-x", input="no prefix")
+
+    assert created.output_text == "You said: no prefix"
+    assert client.responses.retrieve(created.id).id == created.id
