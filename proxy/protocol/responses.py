@@ -177,6 +177,14 @@ def parse_responses_request(body: object) -> ResponsesRequest:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object", code="invalid_type")
     _check_item_types(body.get("input"))
+    for name in _UNTRANSLATED:
+        if body.get(name) not in (None, False):
+            raise InvalidRequest(
+                f"'{name}' needs an upstream that speaks the Responses API; this request "
+                "goes through chat completions (upstream_responses, or its mode)",
+                param=name,
+                code="unsupported_parameter",
+            )
     try:
         return ResponsesRequest.model_validate(body)
     except ValidationError as exc:
@@ -190,6 +198,10 @@ def _untagged(error: ErrorDetails) -> ErrorDetails:
     taken out: the client's body has no such field."""
     loc = error["loc"]
     return {**error, "loc": tuple(part for part in loc if part not in ITEM_TYPES)}
+
+
+#: What a chat completions upstream cannot do, refused rather than silently dropped.
+_UNTRANSLATED = ("background", "conversation", "prompt")
 
 
 def _check_item_types(items: object) -> None:

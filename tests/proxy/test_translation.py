@@ -111,6 +111,8 @@ def test_a_call_output_may_answer_a_call_of_the_history() -> None:
         ({"input": "hi", "tools": [{"type": "web_search"}]}, "invalid_value"),
         ({"input": [{"type": "item_reference", "id": "x"}]}, "unsupported_item_type"),
         ({"input": 5}, "invalid_type"),
+        ({"input": "hi", "background": True}, "unsupported_parameter"),
+        ({"input": "hi", "conversation": "conv_1"}, "unsupported_parameter"),
     ],
 )
 def test_what_chat_cannot_take_is_a_400(request_: dict[str, Any], code: str) -> None:
