@@ -149,6 +149,11 @@ def _parser() -> argparse.ArgumentParser:
         "interleaved with this tree in the same run",
     )
     parser.add_argument(
+        "--concurrency",
+        type=lambda text: tuple(int(c) for c in text.split(",")),
+        help="concurrency levels, comma-separated (1,16,64)",
+    )
+    parser.add_argument(
         "--label", help="write eval/results/bench_overhead_LABEL.{json,png} instead of the default"
     )
     return parser
@@ -165,6 +170,7 @@ def _plan(args: argparse.Namespace) -> Plan:
         quick=args.quick,
         baseline=args.baseline,
         label=args.label,
+        concurrency=args.concurrency or CONCURRENCY,
     )
 
 
