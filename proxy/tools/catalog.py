@@ -15,7 +15,6 @@ from pydantic import JsonValue
 from graph_store.ingest.openai_spec import parse_openai
 from graph_store.models import Endpoint, Tool
 from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool, PythonTools
-from proxy.tools.expressions import CONSTANTS
 from proxy.tools.sandbox import Sandbox
 from proxy.tools.vectors import OPERATIONS
 
@@ -28,8 +27,6 @@ _VARIABLES: JsonValue = {
     "description": "Numbers for the names in the expression that are not constants, "
     "by name; left out when the expression holds only numbers and constants.",
     "additionalProperties": {"type": "number"},
-    # A constant is the tool's to supply: a 1.5B writer sent mu_0 = 4.803e-07 (issue 19).
-    "propertyNames": {"not": {"enum": list(CONSTANTS)}},
 }
 _EXPRESSION: JsonValue = {
     "type": "string",
@@ -37,36 +34,6 @@ _EXPRESSION: JsonValue = {
     "epsilon_0 (ε₀), mu_0 (μ₀), h, hbar, k_B, q_e, m_e, m_p, G, g, N_A, R, sigma_SB, k_e, "
     "pi, e.",
 }
-
-_NUMBER: JsonValue = {"type": "number"}
-
-
-def _records(*fields: str) -> JsonValue:
-    return {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {name: _NUMBER for name in fields},
-            "required": [name for name in fields if name != "z"],
-        },
-    }
-
-
-# Every key a simulation reads, by name (SI units), so that the argument writer's
-# schema check names a wrong one: with only "object", a 1.5B writer sent {"charge":
-# {…}, "position": …} and {"current": 3, …}, and the tool's error never reached it.
-_SIMULATION_PARAMS: JsonValue = {
-    "charges": _records("q", "x", "y", "z"),
-    "wires": _records("current", "x", "y"),
-    "points": {"type": "array", "items": {"type": "array", "items": _NUMBER}},
-    **{
-        name: _NUMBER
-        for name in (
-            "nx", "ny", "tolerance", "max_iterations", "top", "bottom", "left", "right",
-            "length", "speed", "courant", "duration", "center", "width", "amplitude",
-        )
-    },
-}  # fmt: skip
 
 SPECS: list[dict[str, JsonValue]] = [
     {
@@ -156,12 +123,7 @@ SPECS: list[dict[str, JsonValue]] = [
                     "type": "string",
                     "enum": ["laplace2d", "point_charges", "wire_field", "wave_1d"],
                 },
-                "params": {
-                    "type": "object",
-                    "description": "The simulation's parameters.",
-                    "properties": _SIMULATION_PARAMS,
-                    "additionalProperties": False,
-                },
+                "params": {"type": "object", "description": "The simulation's parameters."},
             },
             "required": ["sim_type"],
         },
