@@ -62,7 +62,7 @@ class Script:
     tool_calls: tuple[FakeToolCall, ...] = ()
     status: int = 200
     error: dict[str, Any] | None = None
-    raw_error: bytes | None = None
+    raw_body: bytes | None = None  # sent as it is, whatever the status (not JSON, say)
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     chunk_delay: float = 0.0
@@ -245,17 +245,17 @@ class FakeUpstream:
             return await self._hang(reader)
         if script.delay:
             await asyncio.sleep(script.delay)
+        if script.raw_body is not None:
+            await _send(writer, script.status, script.raw_body, "text/plain", script.headers)
+            return True
         if script.status >= 400:
-            if script.raw_error is not None:
-                await _send(writer, script.status, script.raw_error, "text/plain", script.headers)
-            else:
-                error = script.error or {
-                    "message": "scripted failure",
-                    "type": "server_error",
-                    "param": None,
-                    "code": None,
-                }
-                await _send_json(writer, script.status, {"error": error}, script.headers)
+            error = script.error or {
+                "message": "scripted failure",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+            await _send_json(writer, script.status, {"error": error}, script.headers)
             return True
         number = next(self._ids)
         if route == "/models":

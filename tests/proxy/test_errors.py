@@ -157,7 +157,7 @@ def test_rate_limits_keep_retry_after(proxy: ServerThread, upstream: FakeUpstrea
 
 
 def test_non_json_upstream_error_is_wrapped(proxy: ServerThread, upstream: FakeUpstream) -> None:
-    upstream.enqueue(Script(status=503, raw_error=b"<html>backend overloaded</html>"))
+    upstream.enqueue(Script(status=503, raw_body=b"<html>backend overloaded</html>"))
     with pytest.raises(openai.InternalServerError) as raised:
         sdk(proxy).chat.completions.create(model="m", messages=user("x"))
     assert raised.value.status_code == 503

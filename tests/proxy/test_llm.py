@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from eval.fake_upstream import FakeUpstream, Script
-from proxy.context import RequestContext
 from proxy.errors import UpstreamError
 from proxy.llm import MeteredModel, UpstreamModel, Usage, metered, quote_result
-from proxy.upstream import EventStream, Reply, Target
 
 
 def test_tool_output_cannot_close_its_quotes() -> None:
@@ -36,46 +32,27 @@ async def test_a_share_is_counted_apart_and_in_the_total(
     assert request.usage.as_openai()["total_tokens"] == request.usage.total_tokens
 
 
-class Answering:
-    """An upstream that answers every request with the same bytes (a fake at the seam)."""
-
-    def __init__(self, content: bytes) -> None:
-        self.content = content
-
-    async def complete(
-        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
-    ) -> Reply:
-        return Reply(self.content)
-
-    async def stream(
-        self, target: Target, body: dict[str, Any], raw: bytes | None, context: RequestContext
-    ) -> EventStream:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        pass
-
-
-def answering(content: bytes) -> UpstreamModel:
-    target = Target("m", "openai/m", None, None, "relay")
-    return UpstreamModel(Answering(content), target, RequestContext(request_id="test"))
-
-
 @pytest.mark.parametrize(
     "content",
     [b"not json", b"[]", b'{"choices": {}}', b'{"choices": []}', b'{"choices": [{"index": 0}]}'],
 )
-async def test_an_answer_without_a_message_is_an_upstream_error(content: bytes) -> None:
+async def test_an_answer_without_a_message_is_an_upstream_error(
+    content: bytes, upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(Script(raw_body=content))
     with pytest.raises(UpstreamError, match="not a chat completion"):
-        await answering(content).reply([{"role": "user", "content": "hi"}])
+        await model.reply([{"role": "user", "content": "hi"}])
 
 
-async def test_a_reply_keeps_the_text_the_counts_and_the_cut() -> None:
+async def test_a_reply_keeps_the_text_the_counts_and_the_cut(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
     content = (
         b'{"choices": [{"message": {"content": null}, "finish_reason": "length"}],'
         b' "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}'
     )
-    reply = await answering(content).reply([{"role": "user", "content": "hi"}])
+    upstream.enqueue(Script(raw_body=content))
+    reply = await model.reply([{"role": "user", "content": "hi"}])
     assert reply.text == ""
     assert reply.truncated
     assert reply.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
