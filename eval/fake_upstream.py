@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import hashlib
 import itertools
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -34,6 +31,7 @@ from typing import Any
 import orjson
 
 from eval import fake_responses
+from eval.fake_endpoints import embeddings, model_list, moderations
 from proxy import json_codec
 
 _REASONS = {
@@ -259,13 +257,13 @@ class FakeUpstream:
             return True
         number = next(self._ids)
         if route == "/models":
-            await _send_json(writer, 200, _model_list(self.models), script.headers)
+            await _send_json(writer, 200, model_list(self.models), script.headers)
             return True
         if route == "/embeddings":
-            await _send_json(writer, 200, _embeddings(request), script.headers)
+            await _send_json(writer, 200, embeddings(request), script.headers)
             return True
         if route == "/moderations":
-            await _send_json(writer, 200, _moderations(request, number), script.headers)
+            await _send_json(writer, 200, moderations(request, number), script.headers)
             return True
         if route == "/responses":
             return await self._answer_responses(reader, writer, script, request, number)
@@ -523,8 +521,6 @@ _ROUTES = {
     "POST": ("/chat/completions", "/completions", "/embeddings", "/moderations"),
     "GET": ("/models",),
 }
-_CATEGORIES = ("harassment", "hate", "illicit", "self-harm", "sexual", "violence")
-EMBEDDING_SIZE = 8
 
 
 def _route(method: str, path: str) -> str | None:
@@ -533,53 +529,6 @@ def _route(method: str, path: str) -> str | None:
         if path.endswith(route):
             return route
     return None
-
-
-def _model_list(models: list[str]) -> dict[str, Any]:
-    return {
-        "object": "list",
-        "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models],
-    }
-
-
-def embedding_of(text: str) -> list[float]:
-    """The fake's embedding of ``text``: a few floats that differ from text to text."""
-    digest = hashlib.sha256(text.encode()).digest()
-    return [byte / 255 for byte in digest[:EMBEDDING_SIZE]]
-
-
-def _embeddings(request: dict[str, Any]) -> dict[str, Any]:
-    inputs = request.get("input")
-    texts = [str(i) for i in inputs] if isinstance(inputs, list) else [str(inputs)]
-    as_base64 = request.get("encoding_format") == "base64"
-    data = []
-    for index, text in enumerate(texts):
-        vector = embedding_of(text)
-        packed = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
-        data.append(
-            {"object": "embedding", "index": index, "embedding": packed if as_base64 else vector}
-        )
-    tokens = sum(len(text.split()) for text in texts)
-    return {
-        "object": "list",
-        "data": data,
-        "model": str(request.get("model")),
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }
-
-
-def _moderations(request: dict[str, Any], number: int) -> dict[str, Any]:
-    """Each input flagged for violence when it says "attack", for nothing else."""
-    inputs = request.get("input")
-    texts = [str(i) for i in inputs] if isinstance(inputs, list) else [str(inputs)]
-    results = []
-    for text in texts:
-        violent = "attack" in text.lower()
-        categories = {c: c == "violence" and violent for c in _CATEGORIES}
-        scores = {c: 0.9 if flagged else 0.01 for c, flagged in categories.items()}
-        results.append({"flagged": violent, "categories": categories, "category_scores": scores})
-    model = str(request.get("model") or "omni-moderation-latest")
-    return {"id": f"modr-fake{number:06d}", "model": model, "results": results}
 
 
 def _echo_prompt(request: dict[str, Any]) -> str:
