@@ -22,7 +22,10 @@ with ``retrieval``, what runs when ``--policy`` is not given), ``graph`` (strict
 dependents from the graph neighbours of the tools chosen before them), ``graph-blend``
 (neighbours and retrieval ranked on one score), ``graph-beam`` (blend, runners-up
 lend their neighbours), ``graph-rerank`` (retrieval's order moved by edge evidence,
-proxy/plan/trust.py). Document vectors are cached on disk.
+proxy/plan/trust.py; the graph may fill the whole list), ``graph-keep`` (the same, but
+retrieval's first half of every list kept: ``KEEP_RETRIEVED``). ``default`` adds the
+order of the tools' clauses where sub-tasks share a text (proxy/plan/order.py), the
+ablation's last step. Document vectors are cached on disk.
 """
 
 from __future__ import annotations
@@ -49,7 +52,15 @@ if TYPE_CHECKING:
     from retriever.embedder import Encoder, Vectors
     from retriever.index import ToolIndex
 
-POLICIES = ("retrieval", "default", "graph", "graph-blend", "graph-beam", "graph-rerank")
+POLICIES = (
+    "retrieval",
+    "default",
+    "graph",
+    "graph-blend",
+    "graph-beam",
+    "graph-rerank",
+    "graph-keep",
+)
 #: What ``--policy`` scores when not given: the baseline and the shipped selection.
 DEFAULT_POLICIES = ("retrieval", "default")
 LLM_POLICIES = ("llm", "vanilla", "react")
@@ -59,6 +70,7 @@ _MODES: dict[str, GraphMode] = {
     "graph-blend": "blend",
     "graph-beam": "blend",
     "graph-rerank": "rerank",
+    "graph-keep": "rerank",
 }
 
 
@@ -105,7 +117,7 @@ def evaluate(
     progress: bool = True,
 ) -> dict[str, dict[str, float]]:
     """Scores per policy; the graph's edge bonuses come from ``planner``."""
-    from proxy.plan.candidates import CandidateFinder, weights_from
+    from proxy.plan.candidates import KEEP_RETRIEVED, CandidateFinder, weights_from
     from proxy.plan.policy import plan_without_llm
     from retriever.bulk import embed_documents
 
@@ -119,7 +131,9 @@ def evaluate(
     for policy in policies:
         mode, beam = _selection(policy, planner)
         weights = weights_from(planner) if planner is not None else None
-        finder = CandidateFinder(data.store, index, weights, mode=mode)
+        keep = 0.0 if policy == "graph-rerank" else KEEP_RETRIEVED
+        finder = CandidateFinder(data.store, index, weights, mode=mode, keep=keep)
+        order = finder.text_order(encoder) if policy == "default" else None
         tally = Tally({})
         steps = [(k, r) for k in ks for r in data.requests]
         for k, request in tqdm(steps, desc=policy, unit="plan", disable=not progress):
@@ -131,6 +145,7 @@ def evaluate(
                 k,
                 use_graph=policy != "retrieval",
                 beam=beam,
+                order=order,
             )
             score_plan(plan, request, tally, k)
             if policy != "retrieval":
@@ -145,7 +160,7 @@ def _selection(policy: str, planner: Planner | None) -> tuple[GraphMode, int]:
     """The graph mode and beam a policy names; ``default`` is the proxy's own settings."""
     if policy == "default":
         return (planner.graph_mode, planner.beam) if planner else ("rerank", BEAM)
-    beam = BEAM if policy in ("graph-beam", "graph-rerank") else 0
+    beam = BEAM if policy in ("graph-beam", "graph-rerank", "graph-keep") else 0
     return _MODES.get(policy, "strict"), beam
 
 

@@ -20,7 +20,10 @@ and writes ``proxy/plan/edge_trust.json``:
   over every source, that follow a kind edge out of A (each source's own share is
   printed beside it);
 * the rank-prior *decay* is the value on a grid that gives the best link F1 at K = 5
-  (candidate recall breaking ties) with the LLM-free policy over the other half.
+  (candidate recall breaking ties) with the LLM-free policy over the other half;
+* *order* is the log-odds that a held-out transition A → B has B's clause later in
+  the question than A's rather than earlier (proxy/plan/order.py), counted over the
+  held-out questions with the same clause split and positions the planner uses.
 
 None of the planning sets reported in proxy/plan/README.md (UltraTool, TaskBench) is
 read here.
@@ -32,6 +35,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -261,6 +265,27 @@ def score(
     return tally.means()
 
 
+def order_counts(datasets: Sequence[Dataset], encoder: Any, cache: Path) -> Counter[int]:
+    """Held-out transitions A → B by the sign of (B's clause - A's clause) in the text."""
+    from eval.plan_eval import build_index
+    from proxy.plan.order import TextOrder
+
+    counts: Counter[int] = Counter()
+    for data in datasets:
+        if not data.requests:
+            continue
+        order = TextOrder(encoder, build_index(data, encoder, cache_dir=cache, progress=False), 1)
+        ids = {t.name: t.id for t in data.tools}
+        for request in data.requests:
+            counts.update(order.sign(request.text, ids[a], ids[b]) for a, b in request.links)
+    return counts
+
+
+def order_nats(counts: Counter[int]) -> float:
+    """log(P(later) / P(earlier)), add-one smoothed, never below 0."""
+    return round(max(0.0, math.log((counts[1] + 1) / (counts[-1] + 1))), 3)
+
+
 def plans(
     data: Dataset, trust: EdgeTrust, encoder: Any, cache: Path
 ) -> Iterator[tuple[Request, Plan]]:
@@ -275,11 +300,12 @@ def plans(
         return
     index = build_index(data, encoder, cache_dir=cache, progress=False)
     finder = CandidateFinder(data.store, index, mode="rerank", trust=trust)
+    order = finder.text_order(encoder)
     matrix = embed_documents(encoder, texts, cache_dir=cache, progress=False, label="")
     vector_of = {text: matrix[i] for i, text in enumerate(texts)}
     for request in data.requests:
         vectors = {t.id: vector_of[t.text] for t in request.subtasks}
-        yield request, plan_without_llm(finder, request.subtasks, vectors, K, beam=2)
+        yield request, plan_without_llm(finder, request.subtasks, vectors, K, beam=2, order=order)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -327,7 +353,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     best = max(
         DECAYS, key=lambda d: (results[d][f"link_f1@{K}"], results[d][f"candidate_recall@{K}"])
     )
-    trust = EdgeTrust(shares, best, DECLARED, sure)
+    counts = order_counts(datasets, encoder, args.cache_dir)
+    nats = order_nats(counts)
+    print(f"clause order of held-out transitions: later {counts[1]}, same {counts[0]}, "
+          f"earlier {counts[-1]}: order {nats} nats")  # fmt: skip
+    trust = EdgeTrust(shares, best, DECLARED, sure, nats)
+    ordered = score(datasets, trust, encoder, args.cache_dir)
+    print(f"with order: recall@{K} {ordered[f'candidate_recall@{K}']}, "
+          f"link F1 {ordered[f'link_f1@{K}']}")  # fmt: skip
     args.out.write_text(json.dumps(trust.to_json(), indent=2, sort_keys=True) + "\n")
     print(f"chose decay {best}; wrote {args.out}")
     return 0

@@ -29,14 +29,26 @@ import numpy.typing as npt
 from graph_store.models import ALL_KINDS, Edge, EdgeKind, ToolRef
 from graph_store.store import GraphStore, neighbors
 from proxy.plan.model import Candidate
+from proxy.plan.order import TextOrder
 from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, load_trust
 from retriever.embedder import Vectors
+from retriever.encoder import Encoder
 from retriever.index import ToolIndex
 
 if TYPE_CHECKING:
     from proxy.config import Planner
 
 GraphMode = Literal["strict", "blend", "rerank"]
+
+#: Share of a list of K that retrieval's first tools always hold in rerank mode (the
+#: graph re-ranks them and fills the rest).
+KEEP_RETRIEVED = 0.5
+#: A graph joining more than this share of the catalog's ordered tool pairs is *dense*:
+#: it re-ranks retrieval's K but adds no tool to them. An edge there is little evidence
+#: (DailyLife joins every pair, the TaskBench HuggingFace and Multimedia graphs 44 % and
+#: 29 %; UltraTool's 0.9 %), and at K = 3 its few specific edges pushed a right tool out
+#: of the HuggingFace and Multimedia lists. Set at one pair in ten, not fitted.
+DENSE_GRAPH = 0.1
 
 DEFAULT_BONUS: Mapping[EdgeKind, float] = {
     EdgeKind.STRONG_DEP: 0.3,
@@ -76,12 +88,14 @@ class CandidateFinder:
         mode: GraphMode = "strict",
         beam_share: float = 0.5,
         trust: EdgeTrust | None = None,
+        keep: float = KEEP_RETRIEVED,
     ) -> None:
         self.store = store
         self.index = index
         self.weights = weights or GraphWeights(DEFAULT_BONUS)
         self.mode = mode
         self.beam_share = beam_share
+        self.keep = keep
         self._row = {doc.id: i for i, doc in enumerate(index.documents)}
         self._name = {doc.id: doc.name for doc in index.documents}
         self._specificity: dict[str, float] = {}
@@ -90,6 +104,18 @@ class CandidateFinder:
         self._retrieved = OrderedDict()
         self._lock = threading.Lock()
         self._degree: dict[tuple[str, EdgeKind, bool | None], int] = {}
+        self._order: TextOrder | None = None
+        self._density: float | None = None
+
+    def text_order(self, encoder: Encoder) -> TextOrder | None:
+        """The order evidence of shared texts (:mod:`proxy.plan.order`) in rerank mode,
+        when the trust gives it a weight; made once per finder."""
+        if self.mode != "rerank" or self.trust is None or self.trust.order <= 0:
+            return None
+        with self._lock:
+            if self._order is None or self._order.encoder is not encoder:
+                self._order = TextOrder(encoder, self.index, self.trust.order)
+            return self._order
 
     def specificity(self, tool_id: str) -> float:
         """1 - the share of the catalog one edge away from ``tool_id``: an edge out of a
@@ -215,7 +241,24 @@ class CandidateFinder:
         ordered = sorted(
             scored.values(), key=lambda item: (-item[0], rank.get(item[1].tool_id, len(pool)))
         )
-        return [candidate for _, candidate in ordered[:k]]
+        return kept_head([candidate for _, candidate in ordered], pool, k, self.kept(k))
+
+    def kept(self, k: int) -> int:
+        """How many of retrieval's first tools a list of ``k`` always holds: ``keep`` of
+        them, all of them on a dense graph (when ``keep`` > 0)."""
+        if self.keep > 0 and self.density() > DENSE_GRAPH:
+            return k
+        return min(k, math.ceil(self.keep * k - 1e-9))
+
+    def density(self) -> float:
+        """The share of the catalog's ordered tool pairs joined by an edge (any kind or
+        origin), counted once per finder."""
+        with self._lock:
+            if self._density is None:
+                pairs = {(e.src, e.dst) for e in self.store.edges() if e.src != e.dst}
+                tools = len(self._row)
+                self._density = len(pairs) / max(1, tools * (tools - 1))
+            return self._density
 
     def _ranked(self, retrieved: list[Candidate]) -> list[Candidate]:
         """Retrieval's list scored by its log-prior over ranks (rerank mode's scale, where
@@ -239,6 +282,26 @@ class CandidateFinder:
                 }
             )
         return self._degree[key]
+
+
+def kept_head(
+    ordered: Sequence[Candidate], retrieved: Sequence[Candidate], k: int, head: int
+) -> list[Candidate]:
+    """The first ``k`` of ``ordered``, except that retrieval's first ``head`` tools are
+    always among them (each where its score puts it): the graph may re-rank them and
+    fill the other places, never push them out."""
+    must = {c.tool_id for c in retrieved[:head]}
+    free = k - len(must)
+    chosen: list[Candidate] = []
+    for candidate in ordered:
+        if len(chosen) == k:
+            break
+        if candidate.tool_id in must:
+            chosen.append(candidate)
+        elif free > 0:
+            chosen.append(candidate)
+            free -= 1
+    return chosen
 
 
 #: Retrieval lists a finder keeps (a request's sub-tasks, a few requests at once).

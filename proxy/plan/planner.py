@@ -149,7 +149,12 @@ class RequestPlanner:
         """The LLM-free policy, embedding included (in a worker thread: one hop)."""
         vectors = embed_subtasks(self.encoder, subtasks)
         return plan_without_llm(
-            self.finder, subtasks, vectors, self.config.top_k, beam=self.config.beam
+            self.finder,
+            subtasks,
+            vectors,
+            self.config.top_k,
+            beam=self.config.beam,
+            order=self.finder.text_order(self.encoder),
         )
 
     def _categories(self) -> list[str]:

@@ -9,10 +9,12 @@ rarely calls the same tool twice.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
-from proxy.plan.candidates import CandidateFinder
+from proxy.plan.candidates import RERANK_DEPTH, CandidateFinder
 from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological
+from proxy.plan.order import TextOrder
 from retriever.embedder import Encoder, Vectors
 
 
@@ -63,6 +65,7 @@ def plan_without_llm(
     use_graph: bool = True,
     beam: int = 0,
     width: int | None = None,
+    order: TextOrder | None = None,
 ) -> Plan:
     """``beam``: how many runners-up of each needed sub-task's list also lend their
     neighbours (at a share of the bonus).
@@ -75,13 +78,23 @@ def plan_without_llm(
     it can then beat retrieval's first, where the greedy walk would have committed to
     the first and let the mistake propagate. Ties keep the greedy plan, so a graph
     without evidence leaves retrieval's picks as they are. Default: ``JOINT_WIDTH`` in
-    ``rerank`` mode with the graph, else 1.
+    ``rerank`` mode with the graph, else 1. Partial plans are compared by their score
+    so far plus what the sub-tasks still open would score on retrieval's best unused
+    tools (:func:`_rest`): otherwise a plan that spends retrieval's first tool early
+    always leads, and one that keeps it for a later sub-task is cut before the evidence
+    that favours it arrives.
+
+    ``order``: where a sub-task shares its text with one it needs, the order of their
+    tools' clauses in that text adds its evidence to the pick (:mod:`proxy.plan.order`).
     """
+    joint = finder.mode == "rerank" and use_graph and finder.trust is not None
     if width is None:
-        width = JOINT_WIDTH if finder.mode == "rerank" and use_graph else 1
+        width = JOINT_WIDTH if joint else 1
+    tasks = topological(subtasks)
+    by_id = {task.id: task for task in subtasks}
     paths = [(0.0, Plan(list(subtasks), {}, "graph" if use_graph else "retrieval"))]
-    for task in topological(subtasks):
-        grown: list[tuple[float, Plan]] = []
+    for step_index, task in enumerate(tasks):
+        grown: list[tuple[float, float, Plan]] = []
         for total, plan in paths:
             candidates = finder.find(
                 task.text,
@@ -96,18 +109,90 @@ def plan_without_llm(
             options = [c for c in candidates if c.tool not in used] or candidates[:1]
             if not options:
                 plan.decisions.append(Decision(task.id, candidates, None, "no candidate at all"))
-                grown.append((total, plan))
+                grown.append((total, total, plan))
                 continue
             for pick in options[:width]:
                 step = Plan(plan.subtasks, dict(plan.choices), plan.policy)
                 step.decisions = [*plan.decisions]
                 step.choices[task.id] = pick.tool
                 step.decisions.append(Decision(task.id, candidates, pick.tool, _reason(pick)))
-                grown.append((total + pick.score, step))
-        # Stable: among equal totals (rounded against float noise) the greedy plan leads.
-        grown.sort(key=lambda item: -round(item[0], 9))
-        paths = grown[:width]
+                gain = pick.score
+                if order is not None and use_graph:
+                    gain += _order_nats(order, by_id, _chosen_ids(plan), task, pick.tool_id)
+                rest = 0.0
+                if joint:
+                    rest = _rest(finder, tasks[step_index + 1 :], vectors, step, order, by_id)
+                grown.append((total + gain, total + gain + rest, step))
+        # Stable: among equal bounds (rounded against float noise) the greedy plan leads.
+        grown.sort(key=lambda item: -round(item[1], 9))
+        paths = [(total, plan) for total, _, plan in grown[:width]]
     return paths[0][1]
+
+
+def _chosen_ids(plan: Plan) -> dict[str, str]:
+    """The tool id chosen per sub-task, read from the decisions' own lists."""
+    ids = {}
+    for decision in plan.decisions:
+        for candidate in decision.candidates:
+            if candidate.tool == decision.chosen:
+                ids[decision.subtask] = candidate.tool_id
+                break
+    return ids
+
+
+def _order_nats(
+    order: TextOrder,
+    by_id: Mapping[str, SubTask],
+    chosen: Mapping[str, str],
+    task: SubTask,
+    tool: str,
+) -> float:
+    """The order evidence between ``tool`` (an id) and the tools ``chosen`` for what
+    ``task`` needs, counted only where the two sub-tasks share one text (else their
+    texts already tell them apart)."""
+    nats = 0.0
+    for need in task.needs:
+        before = chosen.get(need)
+        if before is not None and by_id[need].text == task.text:
+            nats += order.evidence(task.text, before, tool)
+    return nats
+
+
+def _rest(
+    finder: CandidateFinder,
+    tasks: Sequence[SubTask],
+    vectors: Mapping[str, Vectors],
+    plan: Plan,
+    order: TextOrder | None,
+    by_id: Mapping[str, SubTask],
+) -> float:
+    """What the sub-tasks still open would add in a greedy roll-out: each takes, of
+    retrieval's first ``JOINT_WIDTH`` tools not used yet, the one with the best rank
+    prior plus order evidence (edge evidence left out: it only adds). Without order
+    evidence, every plan of the same tools on one text then has the same bound whatever
+    their order; with it, a plan that keeps retrieval's first tool for a later sub-task
+    is not cut before the evidence that favours it arrives."""
+    assert finder.trust is not None
+    used = set(plan.choices.values())
+    chosen = _chosen_ids(plan)
+    rest = 0.0
+    for task in tasks:
+        ranked = finder.retrieve(task.text, vectors[task.id], RERANK_DEPTH, task.category)
+        options = [(i, c) for i, c in enumerate(ranked) if c.tool not in used][:JOINT_WIDTH]
+        if not options:
+            rest += finder.trust.prior(len(ranked))
+            continue
+        best, value = options[0][1], -math.inf
+        for i, candidate in options:
+            score = finder.trust.prior(i)
+            if order is not None:
+                score += _order_nats(order, by_id, chosen, task, candidate.tool_id)
+            if score > value + 1e-9:
+                best, value = candidate, score
+        used.add(best.tool)
+        chosen[task.id] = best.tool_id
+        rest += value
+    return rest
 
 
 def _reason(pick: Candidate) -> str:

@@ -20,7 +20,11 @@ Retrieval's own ranking is turned into a log-prior over ranks, ``-decay · log(1
 and a candidate's score is that prior plus its edge evidence: with no informative
 edge the order is retrieval's exactly.
 
-The coverage of each kind, ``sure`` and the decay are fitted by
+Where sub-tasks share one text, the order of their tools' clauses in it is evidence
+too (:mod:`proxy.plan.order`, ``order`` nats): the one signal left when the graph is
+complete.
+
+The coverage of each kind, ``sure``, the decay and ``order`` are fitted by
 ``python -m eval.plan_trust`` on training data only (CallNavi, API-Bank, ToolTalk
 and BFCL multi-turn call sequences); ``declared`` is set there, not fitted (no
 training set declares a graph). All are shipped in ``edge_trust.json`` beside this
@@ -60,6 +64,9 @@ class EdgeTrust:
     #: Share of the picks an edge leaves from that are right: an edge out of a wrong
     #: pick says nothing, so the likelihood ratio is ``sure · c · N / d + (1 - sure)``.
     sure: float = 1.0
+    #: Nats for "the next tool's clause comes later in the shared request text than the
+    #: tool before's" (and minus that for earlier): :mod:`proxy.plan.order`. 0 = unused.
+    order: float = 0.0
 
     def share(self, kind: EdgeKind, origin: str = "") -> float:
         """The coverage that applies to an edge of ``kind`` made by ``origin``."""
@@ -89,6 +96,8 @@ class EdgeTrust:
             data["declared"] = self.declared
         if self.sure != 1.0:
             data["sure"] = self.sure
+        if self.order:
+            data["order"] = self.order
         return data
 
 
@@ -100,9 +109,10 @@ def load_trust(path: Path = DEFAULT_PATH) -> EdgeTrust:
         decay = float(data["decay"])
         declared = None if data.get("declared") is None else float(data["declared"])
         sure = float(data.get("sure", 1.0))
+        order = float(data.get("order", 0.0))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"cannot read the edge trust file {path}: {exc}") from exc
     shares = [*coverage.values(), *([] if declared is None else [declared]), sure]
-    if decay <= 0 or any(not 0.0 <= share <= 1.0 for share in shares):
-        raise ValueError(f"{path}: decay must be > 0 and every coverage within [0, 1]")
-    return EdgeTrust(coverage, decay, declared, sure)
+    if decay <= 0 or order < 0 or any(not 0.0 <= share <= 1.0 for share in shares):
+        raise ValueError(f"{path}: decay must be > 0, order >= 0 and every coverage within [0, 1]")
+    return EdgeTrust(coverage, decay, declared, sure, order)
