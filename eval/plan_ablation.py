@@ -19,7 +19,7 @@ STEPS = {
     "retrieval": "retrieval alone",
     "graph": "graph, hand-set bonuses (strict)",
     "graph-rerank": "+ learned edge trust (rerank)",
-    "graph-keep": "+ retrieval's first half kept",
+    "graph-keep": "+ retrieval's head kept (all K if dense)",
     "default": "+ learned clause order (shipped)",
 }
 Results = Mapping[str, Mapping[str, Mapping[str, float]]]
@@ -50,7 +50,7 @@ def plot(results: Results, ks: Sequence[int], path: Path) -> None:
 
     metrics = [(f"candidate_recall@{k}", f"recall@{k}") for k in ks]
     metrics += [(f"link_f1@{k}", f"link F1@{k}") for k in ks]
-    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 4.4), squeeze=False)
     width = 0.8 / len(STEPS)
     for column, (name, by_policy) in enumerate(results.items()):
         axis = axes[0][column]
@@ -63,8 +63,9 @@ def plot(results: Results, ks: Sequence[int], path: Path) -> None:
         axis.set_title(name, fontsize=10)
         axis.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("%")
-    axes[0][0].legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(STEPS), fontsize=8)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
     fig.savefig(path, dpi=110)
 
 
