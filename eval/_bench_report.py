@@ -19,9 +19,25 @@ from rich.table import Table
 
 from eval._bench_client import Samples
 
-#: ``baseline`` is toolgraph at another commit (``--baseline REF``), measured in the same run.
-TARGETS = ("direct", "toolgraph", "baseline", "litellm")
-PROXIES = ("toolgraph", "baseline", "litellm")
+#: ``baseline`` is toolgraph at another commit (``--baseline REF``), measured in the same run;
+#: the last three are ``/v1/responses``: toolgraph translating it into the upstream's chat
+#: completions, the upstream's own, and toolgraph relaying it to the upstream's own.
+TARGETS = (
+    "direct",
+    "toolgraph",
+    "baseline",
+    "litellm",
+    "responses translated",
+    "direct responses",
+    "responses relayed",
+)
+PROXIES = ("toolgraph", "baseline", "litellm", "responses translated", "responses relayed")
+#: toolgraph's own targets: a failed request of any is a miss
+TOOLGRAPH = ("toolgraph", "responses translated", "responses relayed")
+#: what each proxy is compared with: the same request straight to the upstream, through
+#: the API the proxy reaches it by (a translated request reaches its chat completions)
+DIRECT_OF = {"responses relayed": "direct responses"}
+DIRECTS = ("direct", "direct responses")
 Status = Literal["pass", "miss", "not measured"]
 
 
@@ -106,7 +122,7 @@ def added_latency(proxy: Summary | None, direct: Summary | None) -> tuple[float,
 
 
 def added_for(cells: Mapping[CellKey, Summary | None], key: CellKey) -> tuple[float, float] | None:
-    direct = CellKey(key.concurrency, key.stream, "direct")
+    direct = CellKey(key.concurrency, key.stream, DIRECT_OF.get(key.target, "direct"))
     return added_latency(cells.get(key), cells.get(direct))
 
 
@@ -145,8 +161,8 @@ def check_targets(
                 4 * theirs.requests_per_second if theirs else None,
             )
         )
-    failed = sum(s.errors for k, s in cells.items() if k.target == "toolgraph" and s is not None)
-    missing = any(s is None for k, s in cells.items() if k.target == "toolgraph")
+    failed = sum(s.errors for k, s in cells.items() if k.target in TOOLGRAPH and s is not None)
+    missing = any(s is None for k, s in cells.items() if k.target in TOOLGRAPH)
     checks.append(
         Check(
             "no failed toolgraph requests",
@@ -185,7 +201,7 @@ def results_table(cells: Mapping[CellKey, Summary | None], title: str) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     table.add_column("c", justify="right")
     table.add_column("mode", min_width=len("non-stream"))
-    table.add_column("target", min_width=len("toolgraph"))
+    table.add_column("target", min_width=len("responses translated"))
     for column in ("ok", "err", "p50", "p99", "+p50", "+p99"):
         table.add_column(column, justify="right")
     table.add_column("ttfb p50", justify="right")
@@ -196,7 +212,7 @@ def results_table(cells: Mapping[CellKey, Summary | None], title: str) -> Table:
         if summary is None:
             table.add_row(str(key.concurrency), key.mode, key.target, "[red]not measured[/red]")
             continue
-        added = added_for(cells, key) if key.target != "direct" else None
+        added = added_for(cells, key) if key.target not in DIRECTS else None
         table.add_row(
             str(key.concurrency),
             key.mode,
@@ -256,7 +272,7 @@ def cells_json(cells: Mapping[CellKey, Summary | None]) -> list[dict[str, Any]]:
             "measured": summary is not None,
         }
         if summary is not None:
-            added = added_for(cells, key) if key.target != "direct" else None
+            added = added_for(cells, key) if key.target not in DIRECTS else None
             row |= {
                 "requests": summary.requests,
                 "errors": summary.errors,
@@ -299,11 +315,17 @@ def _round(value: float | None) -> float | None:
 
 def plot_added(cells: Mapping[CellKey, Summary | None], path: Path, subtitle: str) -> None:
     """Added p50 and p99 by concurrency, toolgraph against LiteLLM (and against its own
-    baseline when one was measured), one panel per mode."""
+    baseline, and ``/v1/responses``, when measured), one panel per mode."""
     figure = Figure(figsize=(11, 4.5), layout="constrained")
     axes = figure.subplots(1, 2, sharey=True)
     levels = sorted({key.concurrency for key in cells})
-    styles = {"toolgraph": "tab:blue", "baseline": "tab:gray", "litellm": "tab:orange"}
+    styles = {
+        "toolgraph": "tab:blue",
+        "baseline": "tab:gray",
+        "litellm": "tab:orange",
+        "responses translated": "tab:green",
+        "responses relayed": "tab:purple",
+    }
     measured = {key.target for key in cells}
     for ax, stream in zip(axes, (False, True), strict=True):
         for proxy in (p for p in PROXIES if p in measured):

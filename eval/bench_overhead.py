@@ -1,19 +1,28 @@
-"""How much latency toolgraph adds, against the upstream directly and LiteLLM's proxy.
+"""How much latency toolgraph adds, against the upstream directly and LiteLLM's proxy,
+on chat completions and on the Responses API (translated and relayed).
 
-    python -m eval.bench_overhead            # the full run, about 8 minutes
+    python -m eval.bench_overhead            # the full run, about 10 minutes
     python -m eval.bench_overhead --quick    # a smoke run of about a minute
-    python -m eval.bench_overhead --baseline REF --no-litellm --label NAME
+    python -m eval.bench_overhead --baseline REF --no-litellm --no-responses --label NAME
                                              # this tree against commit REF, same run
 
-One fake OpenAI upstream (``python -m eval.fake_upstream``, which keeps no log of
-requests when run from the command line) answers every
-request after a fixed 20 ms. The same small chat request (a system and a user
-message) goes to it three ways: directly, through toolgraph (one worker, relaying)
-and through LiteLLM's proxy (one worker, pass-through, installed in
-``.bench/litellm-venv`` on first use), at 1, 16 and 64 concurrent requests,
-streamed and not. Each cell warms up, then measures a fixed number of requests or
-for a bounded time, whichever ends first. Added latency is a proxy's p50 or p99
-minus the direct path's at the same concurrency and mode.
+One fake OpenAI upstream (``python -m eval.fake_upstream --responses``, which keeps no
+log of requests when run from the command line and also speaks the Responses API)
+answers every request after a fixed 20 ms. The same small chat request (a system and
+a user message) goes to it three ways: directly, through toolgraph (one worker,
+relaying) and through LiteLLM's proxy (one worker, pass-through, installed in
+``.bench/litellm-venv`` on first use). The same question as a Responses API request
+(``instructions`` and ``input``) goes to it three more: to its own ``/v1/responses``
+directly, through a second toolgraph worker set to ``upstream_responses=translate``
+(the request becomes a chat completion, the answer a response: ``responses
+translated``) and through the first, set to ``native`` (bytes relayed to the
+upstream's ``/v1/responses``: ``responses relayed``). Every target at 1, 16 and 64
+concurrent requests, streamed and not. Each cell warms up, then measures a fixed
+number of requests or for a bounded time, whichever ends first. Added latency is a
+proxy's p50 or p99 minus the direct path's at the same concurrency and mode, the
+direct path being the API the proxy reaches the upstream by: its chat completions for
+chat and translated Responses, its own ``/v1/responses`` for relayed ones (the fake
+builds those with toolgraph's translation, so they cost it more than chat).
 
 Why 20 ms: long enough that the upstream's own timer jitter is small beside it,
 short enough that a cell at concurrency 1 takes seconds, and at concurrency 64 the
@@ -23,7 +32,9 @@ upstream, is what limits requests/s there.
 The load generator is a minimal asyncio HTTP/1.1 keep-alive client, the same
 against every target, so its own cost cancels out. Both proxies check a master
 key, write no line per request (toolgraph at log level warning, LiteLLM at ERROR)
-and use no database. Results: a table here, ``eval/results/bench_overhead.json``
+and use no database; toolgraph keeps the Responses it translates in its in-process
+store (the client sends no ``store``, so OpenAI's default, true), within
+``responses.max_stored``. Results: a table here, ``eval/results/bench_overhead.json``
 and ``eval/results/bench_overhead.png``; server logs in ``.bench/logs``.
 """
 
@@ -66,6 +77,17 @@ MESSAGES = [
     },
     {"role": "user", "content": "Which terminal does the morning flight from Paris to Oslo use?"},
 ]
+INSTRUCTIONS, QUESTION = (message["content"] for message in MESSAGES)
+CHAT_PATH, RESPONSES_PATH = "/v1/chat/completions", "/v1/responses"
+#: each server's label in the report, and the targets it serves: (target, path)
+SERVES = {
+    "fake upstream": ("direct", [("direct", CHAT_PATH), ("direct responses", RESPONSES_PATH)]),
+    "toolgraph": ("toolgraph", [("toolgraph", CHAT_PATH), ("responses relayed", RESPONSES_PATH)]),
+    "toolgraph-translate": ("toolgraph translate", [("responses translated", RESPONSES_PATH)]),
+    "baseline": ("baseline", [("baseline", CHAT_PATH)]),
+    "litellm": ("litellm", [("litellm", CHAT_PATH)]),
+}
+RESPONSES_TARGETS = ("responses translated", "direct responses", "responses relayed")
 CLIENT = (
     "eval._bench_client: asyncio on uvloop, HTTP/1.1 keep-alive, one connection per "
     "concurrent request, TCP_NODELAY; latency to the last byte, ttfb to the first body chunk"
@@ -75,6 +97,9 @@ NOTES = [
     "LITELLM_LOG=ERROR, so neither writes a log line per request",
     "added latency = the proxy's percentile minus the direct path's, same concurrency and mode",
     "req/s are compared at the highest concurrency, where one worker is CPU-bound",
+    "responses translated: toolgraph at upstream_responses=translate, against the upstream's "
+    "chat completions; responses relayed: toolgraph at native, against the upstream's own "
+    "/v1/responses",
 ]
 
 
@@ -86,6 +111,7 @@ class Plan:
     max_seconds: float
     with_litellm: bool
     quick: bool
+    with_responses: bool = True
     baseline: str | None = None
     label: str | None = None
     concurrency: tuple[int, ...] = CONCURRENCY
@@ -105,7 +131,7 @@ class Setup:
 def main(argv: list[str] | None = None) -> int:
     plan = _plan(_parser().parse_args(argv))
     # A pipe or a CI log gets a fixed width rather than rich's 80 columns.
-    console = Console() if sys.stdout.isatty() else Console(width=120)
+    console = Console() if sys.stdout.isatty() else Console(width=150)
     started = _now()
     # `kill` and `timeout` stop the run the way Ctrl-C does: servers first.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -143,6 +169,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--delay-ms", type=float, default=20.0, help="the upstream's delay (20)")
     parser.add_argument("--no-litellm", action="store_true", help="toolgraph and direct only")
     parser.add_argument(
+        "--no-responses", action="store_true", help="chat completions only, no /v1/responses"
+    )
+    parser.add_argument(
         "--baseline",
         metavar="REF",
         help="also measure toolgraph at git commit REF (checked out in .bench/baseline), "
@@ -168,6 +197,7 @@ def _plan(args: argparse.Namespace) -> Plan:
         max_seconds=args.max_seconds or max_seconds,
         with_litellm=not args.no_litellm,
         quick=args.quick,
+        with_responses=not args.no_responses,
         baseline=args.baseline,
         label=args.label,
         concurrency=args.concurrency or CONCURRENCY,
@@ -176,21 +206,17 @@ def _plan(args: argparse.Namespace) -> Plan:
 
 def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> Setup:
     """Start every server (stopped when ``stack`` closes) and wait until each is ready."""
+    toolgraph = {"version": version("toolgraph"), "commit": _commit(), "workers": 1}
     setup = Setup(
         master_key="sk-" + secrets.token_hex(32),
         described={
             "direct": {"upstream_delay_ms": plan.delay_ms},
-            "toolgraph": {"version": version("toolgraph"), "commit": _commit(), "workers": 1},
+            "toolgraph": dict(toolgraph),
             "litellm": {"version": services.LITELLM_VERSION, "workers": 1},
         },
     )
     fake_port = services.free_port()
-    specs = [
-        services.fake_upstream_spec(fake_port, plan.delay_ms, ROOT),
-        services.toolgraph_spec(
-            services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-data"
-        ),
-    ]
+    specs = _toolgraph_specs(plan, setup, fake_port)
     if plan.baseline is not None:
         source = WORK / "baseline"
         commit = services.baseline_checkout(ROOT, plan.baseline, source)
@@ -213,11 +239,44 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
                     raise
                 _without_litellm(setup, console, "its proxy did not start", exc)
                 continue
-            target = "direct" if service.spec.name == "fake upstream" else service.spec.name
-            setup.endpoints[target] = Endpoint("127.0.0.1", service.spec.port)
-            setup.pids[target] = service.process.pid
-            setup.described[target] |= service.spec.describe(setup.master_key)
+            _serve(plan, setup, service)
     return setup
+
+
+def _toolgraph_specs(plan: Plan, setup: Setup, fake_port: int) -> list[services.ServerSpec]:
+    """The fake upstream and toolgraph (chat, relayed Responses), and with Responses a
+    second toolgraph that translates them."""
+    fake = services.fake_upstream_spec(fake_port, plan.delay_ms, ROOT)
+    toolgraph = services.toolgraph_spec(
+        services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-data"
+    )
+    if not plan.with_responses:
+        return [fake, toolgraph]
+    setup.described["toolgraph translate"] = dict(setup.described["toolgraph"])
+    translate = services.toolgraph_spec(
+        services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-translate-data"
+    )
+    return [
+        dataclasses.replace(fake, argv=[*fake.argv, "--responses"]),
+        _responses(toolgraph, "native", "toolgraph"),
+        _responses(translate, "translate", "toolgraph-translate"),
+    ]
+
+
+def _responses(spec: services.ServerSpec, support: str, name: str) -> services.ServerSpec:
+    env = spec.env | {"TOOLGRAPH_UPSTREAM_RESPONSES": support}
+    return dataclasses.replace(spec, name=name, env=env)
+
+
+def _serve(plan: Plan, setup: Setup, service: services.Service) -> None:
+    """Point the targets of a ready server at it."""
+    label, targets = SERVES[service.spec.name]
+    for target, path in targets:
+        if target in RESPONSES_TARGETS and not plan.with_responses:
+            continue
+        setup.endpoints[target] = Endpoint("127.0.0.1", service.spec.port, path)
+        setup.pids[target] = service.process.pid
+    setup.described[label] |= service.spec.describe(setup.master_key)
 
 
 def _litellm_spec(
@@ -252,7 +311,10 @@ def _without_litellm(setup: Setup, console: Console, what: str, exc: Exception) 
     console.print(detail, style="dim", markup=False, highlight=False)
 
 
-def request_body(stream: bool) -> bytes:
+def request_body(stream: bool, path: str = CHAT_PATH) -> bytes:
+    """The benchmark's request: a chat completion, or the same question to ``/v1/responses``."""
+    if path == RESPONSES_PATH:
+        return responses_body(stream)
     body: dict[str, Any] = {
         "model": services.MODEL,
         "messages": MESSAGES,
@@ -264,6 +326,19 @@ def request_body(stream: bool) -> bytes:
     return orjson.dumps(body)
 
 
+def responses_body(stream: bool) -> bytes:
+    body: dict[str, Any] = {
+        "model": services.MODEL,
+        "instructions": INSTRUCTIONS,
+        "input": QUESTION,
+        "temperature": 0.2,
+        "max_output_tokens": 128,
+    }
+    if stream:
+        body["stream"] = True
+    return orjson.dumps(body)
+
+
 def measure(plan: Plan, setup: Setup, console: Console) -> dict[CellKey, Summary | None]:
     """Every cell, the targets interleaved so that drift on the machine hits each alike."""
     keys = [
@@ -272,6 +347,7 @@ def measure(plan: Plan, setup: Setup, console: Console) -> dict[CellKey, Summary
         for stream in (False, True)
         for target in report.TARGETS
         if target != "baseline" or plan.baseline is not None
+        if target not in RESPONSES_TARGETS or plan.with_responses
     ]
     cells: dict[CellKey, Summary | None] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
@@ -294,7 +370,7 @@ async def _measure_cell(
     plan: Plan, setup: Setup, key: CellKey, endpoint: Endpoint, progress: Progress
 ) -> Summary | None:
     headers = {"authorization": f"Bearer {setup.master_key}"}
-    request = build_request(endpoint, request_body(key.stream), headers)
+    request = build_request(endpoint, request_body(key.stream, endpoint.path), headers)
     cell = Cell(endpoint, request, key.concurrency, key.stream)
     warmup = max(plan.warmup, 2 * key.concurrency)  # every connection open and used
     label = f"{key.target} c={key.concurrency} {key.mode}"
@@ -372,7 +448,9 @@ def _document(
             "concurrency": list(plan.concurrency),
             "quick": plan.quick,
             "baseline": plan.baseline,
+            "responses": plan.with_responses,
             "request_body": orjson.loads(request_body(stream=True)),
+            "responses_request_body": orjson.loads(responses_body(stream=True)),
         },
         "client": CLIENT,
         "machine": {

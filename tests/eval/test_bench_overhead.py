@@ -27,7 +27,7 @@ from eval._bench_client import (
     read_response,
 )
 from eval._bench_report import CellKey, Summary
-from eval.bench_overhead import request_body
+from eval.bench_overhead import RESPONSES_PATH, request_body
 from eval.fake_upstream import FakeUpstream
 
 
@@ -145,6 +145,17 @@ def test_the_request_body_is_a_small_chat_that_asks_for_usage_when_streaming() -
     assert streamed["stream_options"] == {"include_usage": True}
 
 
+def test_the_responses_body_asks_the_same_question_and_keeps_the_default_store() -> None:
+    chat = orjson.loads(request_body(False))
+    plain = orjson.loads(request_body(False, RESPONSES_PATH))
+    streamed = orjson.loads(request_body(True, RESPONSES_PATH))
+    assert [plain["instructions"], plain["input"]] == [m["content"] for m in chat["messages"]]
+    assert plain["max_output_tokens"] == chat["max_tokens"]
+    assert "stream" not in plain
+    assert "store" not in plain
+    assert streamed["stream"] is True
+
+
 @pytest.mark.parametrize(
     ("q", "expected"),
     [(0, 1.0), (50, 5.5), (90, 9.1), (99, 9.91), (100, 10.0)],
@@ -245,9 +256,36 @@ def test_cells_json_orders_targets_and_marks_the_unmeasured() -> None:
     assert toolgraph["added_ms"] == {"p50": pytest.approx(0.5), "p99": pytest.approx(1.0)}
 
 
+def _with_responses(cells: dict[CellKey, Summary | None]) -> dict[CellKey, Summary | None]:
+    for stream in (False, True):
+        cells[CellKey(1, stream, "responses translated")] = _summary(23.0, 26.0)
+        cells[CellKey(1, stream, "direct responses")] = _summary(21.0, 23.0)
+        cells[CellKey(1, stream, "responses relayed")] = _summary(22.0, 25.0)
+    return cells
+
+
+def test_relayed_responses_are_measured_against_the_upstreams_own_responses() -> None:
+    cells = _with_responses(_cells((0.5, 1.0), (5, 10, 800), None))
+    rows = {(r["target"], r["concurrency"], r["stream"]): r for r in report.cells_json(cells)}
+    assert rows["responses translated", 1, False]["added_ms"] == {"p50": 3.0, "p99": 4.0}
+    assert rows["responses relayed", 1, False]["added_ms"] == {"p50": 1.0, "p99": 2.0}
+    assert rows["direct responses", 1, False]["added_ms"] is None
+    order = [r["target"] for r in report.cells_json(cells) if r["concurrency"] == 1][:5]
+    assert order == ["direct", "toolgraph", "responses translated", "direct responses",
+                     "responses relayed"]  # fmt: skip
+
+
+def test_a_failed_responses_request_misses_the_no_failures_check() -> None:
+    cells = _with_responses(_cells((0.5, 1.0), (5, 10, 800), (300, 500, 200)))
+    cells[CellKey(1, True, "responses relayed")] = _summary(22.0, 25.0, errors=1)
+    checks = report.check_targets(cells)
+    assert [c.status for c in checks if c.name == "no failed toolgraph requests"] == ["miss"]
+
+
 def test_the_plot_is_written(tmp_path: Path) -> None:
     path = tmp_path / "plot.png"
-    report.plot_added(_cells((0.5, 1.0), (5, 10, 800), (300, 500, 200)), path, "test")
+    cells = _with_responses(_cells((0.5, 1.0), (5, 10, 800), (300, 500, 200)))
+    report.plot_added(cells, path, "test")
     assert path.read_bytes().startswith(b"\x89PNG")
 
 
