@@ -197,7 +197,9 @@ class FakeUpstream:
         if self.record:
             self.requests.append(RecordedRequest(method, path, headers, parsed))
         if self.speaks_responses and "/responses/" in path and method in ("GET", "DELETE"):
-            await self._stored_response(writer, method, path.rsplit("/", 1)[-1])
+            stored = path.split("?", 1)[0].split("/responses/", 1)[1]
+            response_id, _, listing = stored.partition("/")  # listing: "input_items"
+            await self._stored_response(writer, method, response_id, listing)
             return True
         route = _route(method, path)
         if route is None and self.speaks_responses and method == "POST":
@@ -293,15 +295,18 @@ class FakeUpstream:
         return await self._send_events(reader, writer, script, (event for event in events))
 
     async def _stored_response(
-        self, writer: asyncio.StreamWriter, method: str, response_id: str
+        self, writer: asyncio.StreamWriter, method: str, response_id: str, listing: str
     ) -> None:
         content = self.stored_responses.get(response_id)
-        if content is None:
+        if content is None or listing not in ("", "input_items"):
             error = {
                 "message": f"Response with id '{response_id}' not found.",
                 "type": "invalid_request_error",
             }
             await _send_json(writer, 404, {"error": {**error, "param": None, "code": None}})
+        elif listing:  # its input items are not kept: an empty page says it answered
+            page: dict[str, Any] = {"object": "list", "data": [], "first_id": None}
+            await _send_json(writer, 200, page | {"last_id": None, "has_more": False})
         elif method == "DELETE":
             del self.stored_responses[response_id]
             await _send_json(

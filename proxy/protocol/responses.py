@@ -327,6 +327,16 @@ class Response(WireReply):
         )
 
 
+class ResponseItemList(WireReply):
+    """A page of a stored response's input items (``GET /v1/responses/{id}/input_items``)."""
+
+    object: str = "list"
+    data: list[dict[str, Any]] = Field(default_factory=list)
+    first_id: str | None = None
+    last_id: str | None = None
+    has_more: bool = False
+
+
 class DeletedResponse(WireReply):
     id: str
     object: str = "response.deleted"

@@ -11,8 +11,8 @@ the route answers 404, 405 or 501; one with it refuses the missing ``input``
 request is translated and the next one asks again. A route served through
 litellm, and every request in select or orchestrate mode, is always translated:
 those modes work on chat completions.
-``GET`` and ``DELETE /v1/responses/{id}`` of a response toolgraph did not store go
-to the default upstream when it speaks the API.
+``GET`` and ``DELETE /v1/responses/{id}`` (and ``GET …/input_items``) of a response
+toolgraph did not store go to the default upstream when it speaks the API.
 """
 
 from __future__ import annotations
@@ -60,13 +60,16 @@ class NativeResponses:
         """Whether ``head``'s upstream answers ``/v1/responses`` itself."""
         return await self._speaks(self._router.resolve(head.model), context)
 
-    async def stored(self, method: str, response_id: str, context: RequestContext) -> Reply | None:
+    async def stored(
+        self, method: str, response_id: str, context: RequestContext, suffix: str = ""
+    ) -> Reply | None:
         """The default upstream's answer to a ``GET`` or ``DELETE`` of one of its stored
-        responses, as it sent it; ``None`` when it does not speak the Responses API."""
+        responses (or of what ``suffix`` names under it: ``/input_items?…``), as it sent
+        it; ``None`` when it does not speak the Responses API."""
         target = self._router.resolve("")
         if not await self._speaks(target, context):
             return None
-        path = f"/responses/{quote(response_id, safe='')}"
+        path = f"/responses/{quote(response_id, safe='')}{suffix}"
         async with within(self._timeout):
             if method == "DELETE":
                 return await self._relay.delete(target, path, context)

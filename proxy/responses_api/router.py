@@ -1,6 +1,7 @@
 """The HTTP face of the Responses API: ``POST /v1/responses``, ``GET`` and ``DELETE``
-``/v1/responses/{id}``. Read and check the request, hand it to the service, answer
-JSON for a response and server-sent events for a stream.
+``/v1/responses/{id}``, ``GET /v1/responses/{id}/input_items``. Read and check the
+request, hand it to the service, answer JSON for a response and server-sent events for
+a stream.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.responses import respond
+from proxy.responses_api.items import parse_query
 from proxy.responses_api.store import scope_of
 from proxy.services import services_of
 
@@ -50,6 +52,17 @@ async def get_response(request: Request) -> Response:
     return respond(await services_of(request).responses.retrieve(scope, response_id, context))
 
 
+async def list_input_items(request: Request) -> Response:
+    await authenticate(request)
+    context: RequestContext = request.state.context
+    scope = scope_of(context.client_key)
+    response_id = request.path_params["response_id"]
+    query = parse_query(request.query_params)
+    service = services_of(request).responses
+    raw_query = request.url.query
+    return respond(await service.input_items(scope, response_id, query, raw_query, context))
+
+
 async def delete_response(request: Request) -> Response:
     await authenticate(request)
     context: RequestContext = request.state.context
@@ -75,4 +88,5 @@ routes = [
     Route("/v1/responses", create_response, methods=["POST"]),
     Route("/v1/responses/{response_id}", get_response, methods=["GET"]),
     Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+    Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
 ]

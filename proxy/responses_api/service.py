@@ -40,8 +40,9 @@ from proxy.protocol.translation import (
     skeleton,
     to_response,
 )
+from proxy.responses_api.items import ItemQuery, Items, page, request_items
 from proxy.responses_api.native import NativeResponses
-from proxy.responses_api.store import ResponseStore, not_found
+from proxy.responses_api.store import ResponseStore, Stored, not_found
 from proxy.upstream import Reply
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,22 @@ class ResponsesService:
             return Reply(json_codec.dumps(found.response))
         return await self._upstreams("GET", response_id, context)
 
+    async def input_items(
+        self,
+        scope: str,
+        response_id: str,
+        query: ItemQuery,
+        raw_query: str,
+        context: RequestContext,
+    ) -> Reply:
+        """A page of a stored response's input items: toolgraph's own, else the upstream's
+        (native), asked with the client's own ``raw_query``."""
+        found = await self.store.find(scope, response_id)
+        if found is None:
+            suffix = "/input_items" + (f"?{raw_query}" if raw_query else "")
+            return await self._upstreams("GET", response_id, context, suffix)
+        return Reply(json_codec.dumps(page(found.items, query).model_dump(mode="json")))
+
     async def delete(self, scope: str, response_id: str, context: RequestContext) -> Reply:
         """Forget a stored response: toolgraph's own, else the upstream's (native)."""
         if await self.store.find(scope, response_id) is None:
@@ -82,8 +99,10 @@ class ResponsesService:
         await self.store.delete(response_id)
         return Reply(json_codec.dumps(DeletedResponse(id=response_id).model_dump(mode="json")))
 
-    async def _upstreams(self, method: str, response_id: str, context: RequestContext) -> Reply:
-        relayed = await self.native.stored(method, response_id, context)
+    async def _upstreams(
+        self, method: str, response_id: str, context: RequestContext, suffix: str = ""
+    ) -> Reply:
+        relayed = await self.native.stored(method, response_id, context, suffix)
         if relayed is None:
             raise not_found(response_id)
         return relayed
@@ -98,12 +117,14 @@ class ResponsesService:
     ) -> Answer:
         """``request`` served by ``mode`` as a chat completion request, its answer translated."""
         history: Messages = []
+        items: Items = []
         if request.previous_response_id is not None:
-            history = await self.store.previous(scope, request.previous_response_id)
+            previous = await self.store.previous(scope, request.previous_response_id)
+            history, items = previous.messages, previous.history()
         messages = conversation(request, history)
         body = chat_body(request, messages)
         call = ChatCall(parse_request(body), body, json_codec.dumps(body), context, key)
-        turn = _Turn(self.store, scope, request, messages)
+        turn = _Turn(self.store, scope, request, messages, [*items, *request_items(request)])
         service = self._modes.service(mode)
         if request.stream:
             return turn.events(await service.stream(call))
@@ -114,12 +135,18 @@ class _Turn:
     """One request's answer on its way back: translated, then stored."""
 
     def __init__(
-        self, store: ResponseStore, scope: str, request: ResponsesRequest, messages: Messages
+        self,
+        store: ResponseStore,
+        scope: str,
+        request: ResponsesRequest,
+        messages: Messages,
+        items: Items,
     ) -> None:
         self._store = store
         self._scope = scope
         self._request = request
         self._messages = messages
+        self._items = items  # its input items, fixed (ids too) before it is answered
         self._response = skeleton(request)
 
     async def reply(self, reply: Reply) -> Reply:
@@ -169,7 +196,8 @@ class _Turn:
         if self._request.store is False:
             return
         messages = [*self._messages, assistant_message(response)]
-        await self._store.save(self._scope, response.model_dump(mode="json"), messages)
+        stored = Stored(response.model_dump(mode="json"), messages, self._items)
+        await self._store.save(self._scope, stored)
 
 
 def _step(translator: EventTranslator, data: bytes) -> tuple[list[StreamEvent], bool]:

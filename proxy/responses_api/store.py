@@ -1,7 +1,9 @@
 """Stored responses: what ``previous_response_id`` continues and ``GET`` returns.
 
 Each entry is one response with the conversation up to it, as chat messages (so
-that a follow-up is one read, however long the chain), under the hash of the key
+that a follow-up is one read, however long the chain) and as the Responses items
+its input was (what ``input_items`` lists: :mod:`proxy.responses_api.items`), under
+the hash of the key
 of the client that made it: another client's id reads as unknown, never as
 forbidden, so ids cannot be probed. Kept in the app's :mod:`proxy.kv` store
 (Redis when configured) as its own use, ``responses``, within
@@ -31,6 +33,11 @@ Messages = list[dict[str, Any]]
 class Stored:
     response: dict[str, Any]
     messages: Messages  # the conversation up to and including this response
+    items: Messages  # its input items, ids and all: the conversation up to it
+
+    def history(self) -> Messages:
+        """The input items of a response that continues this one: its own, then its output."""
+        return [*self.items, *self.response.get("output", ())]
 
 
 class ResponseStore:
@@ -39,9 +46,11 @@ class ResponseStore:
         self._kv: KeyValue = open_key_value(redis, bound)
         self._ttl = settings.store_ttl
 
-    async def save(self, scope: str, response: dict[str, Any], messages: Messages) -> None:
-        """Keep ``response``; one too large to keep is logged and left out."""
-        value = json_codec.dumps({"scope": scope, "response": response, "messages": messages})
+    async def save(self, scope: str, stored: Stored) -> None:
+        """Keep ``stored``; one too large to keep is logged and left out."""
+        response = stored.response
+        entry = {"scope": scope, "response": response, "messages": stored.messages}
+        value = json_codec.dumps(entry | {"items": stored.items})
         try:
             await self._kv.put(_key(response["id"]), value, self._ttl)
         except StoreFull as exc:
@@ -54,10 +63,11 @@ class ResponseStore:
         entry = json_codec.loads(value)
         if entry.get("scope") != scope:
             return None
-        return Stored(entry["response"], entry["messages"])
+        # an entry kept before input items were: listed as having none
+        return Stored(entry["response"], entry["messages"], entry.get("items", []))
 
-    async def previous(self, scope: str, response_id: str) -> Messages:
-        """The conversation a ``previous_response_id`` continues, or a 400."""
+    async def previous(self, scope: str, response_id: str) -> Stored:
+        """The response a ``previous_response_id`` continues, or a 400."""
         stored = await self.find(scope, response_id)
         if stored is None:
             raise InvalidRequest(
@@ -65,7 +75,7 @@ class ResponseStore:
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
-        return stored.messages
+        return stored
 
     async def delete(self, response_id: str) -> None:
         await self._kv.delete(_key(response_id))
