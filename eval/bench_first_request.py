@@ -7,6 +7,9 @@ echoes). For each mode a fresh server is started twice: once the first request i
 when ``/readyz`` says ready, once as soon as the port answers (it waits for the load
 that runs in the background). Ten requests go one after the other, the same each time,
 as a user repeating a question would send them; the tenth finds every cache warm.
+Select mode is measured a third way: each request with twelve tools the server has
+never seen (new names and descriptions), so the tenth pays what new tools cost once
+start-up is over, and the first is compared with that.
 
     python -m eval.bench_first_request [--requests 10]
 
@@ -61,7 +64,7 @@ CLIENT_TOOLS = {
 
 @dataclass
 class Run:
-    mode: str
+    mode: str  # "select, new tools": each request with tools never seen before
     start: str  # "after ready" or "at once"
     port_s: float  # process start to the port answering /healthz
     ready_s: float | None  # process start to /readyz 200 (None: not waited for)
@@ -78,16 +81,20 @@ class Run:
         )
 
 
-def body(mode: str) -> dict[str, Any]:
+def body(mode: str, fresh: int | None = None) -> dict[str, Any]:
+    """The request; ``fresh``: the tools' variant (names and descriptions no other
+    variant has), else the same tools every time."""
     message = {"role": "user", "content": QUESTION}
     request: dict[str, Any] = {"model": "m", "messages": [message], "toolgraph": {"mode": mode}}
     if mode == "select":
+        tag = "" if fresh is None else f"_v{fresh}"
+        note = "" if fresh is None else f" (service {fresh})"
         request["tools"] = [
             {
                 "type": "function",
                 "function": {
-                    "name": name,
-                    "description": description,
+                    "name": name + tag,
+                    "description": description + note,
                     "parameters": {"type": "object", "properties": {"input": {"type": "string"}}},
                 },
             }
@@ -113,7 +120,9 @@ def toolgraph_spec(port: int, upstream_port: int, data_dir: Path) -> ServerSpec:
     )
 
 
-def measure(mode: str, after_ready: bool, upstream_port: int, work: Path, n: int) -> Run:
+def measure(
+    mode: str, after_ready: bool, upstream_port: int, work: Path, n: int, fresh: bool = False
+) -> Run:
     port = free_port()
     spec = toolgraph_spec(port, upstream_port, work / f"data-{port}")
     began = time.perf_counter()
@@ -124,14 +133,18 @@ def measure(mode: str, after_ready: bool, upstream_port: int, work: Path, n: int
         ready_s = _wait_ready(url, began) if after_ready else None
         latencies = []
         with httpx.Client(headers={"authorization": "Bearer sk-bench"}, timeout=600) as client:
-            for _ in range(n):
+            for index in range(n):
+                request = body(mode, index if fresh else None)
                 sent = time.perf_counter()
-                response = client.post(f"{url}/v1/chat/completions", json=body(mode))
+                response = client.post(f"{url}/v1/chat/completions", json=request)
                 latencies.append(time.perf_counter() - sent)
                 if response.status_code != 200:
                     raise SystemExit(f"{mode}: {response.status_code} {response.text[:300]}")
     start = "after /readyz" if after_ready else "at once"
-    return Run(mode, start, port_s, ready_s, latencies)
+    label = {"orchestrate": mode, "select": f"{mode}, same tools"}[mode]
+    if fresh:
+        label = f"{mode}, new tools each request"
+    return Run(label, start, port_s, ready_s, latencies)
 
 
 def _wait_ready(url: str, began: float) -> float:
@@ -160,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
             for mode in ("select", "orchestrate"):
                 for after_ready in (True, False):
                     runs.append(measure(mode, after_ready, upstream_port, work, args.requests))
+            runs.append(measure("select", True, upstream_port, work, args.requests, fresh=True))
     load_after = os.getloadavg()
     print(
         f"| mode | first request sent | port open (s) | ready (s) | first (ms) "
