@@ -8,9 +8,9 @@ from typing import Any
 import openai
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
+from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import StartProxy
-from tests.responses_api.test_translate import sdk
+from tests.responses_api.test_translate import WEATHER, sdk
 
 HOSTED: Any = [{"type": "web_search"}]  # a tool translation refuses: proof of a relay
 
@@ -86,13 +86,37 @@ def test_select_mode_translates_even_to_a_responses_upstream(
 ) -> None:
     upstream.speaks_responses = True
     tool: Any = {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
-    client = sdk(start_proxy(upstream_responses="native"))
+    # run alone, this request loads the embedding model: over 20 s at load 14
+    client = sdk(start_proxy(upstream_responses="native"), timeout=180)
 
     client.responses.create(
         model="gpt-x", input="time?", tools=[tool], extra_body={"toolgraph": {"mode": "select"}}
     )
 
     assert paths(upstream) == ["/v1/chat/completions"]
+
+
+def test_function_calling_over_two_turns_with_previous_response_id_is_the_upstreams(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    upstream.enqueue(
+        Script(tool_calls=(FakeToolCall("get_weather", '{"city":"Oslo"}', "call_7"),)),
+        Script(text="Cold in Oslo."),
+    )
+    client = sdk(start_proxy(upstream_responses="native"))
+
+    first = client.responses.create(model="gpt-x", input="Weather in Oslo?", tools=[WEATHER])
+    (call,) = first.output
+    result: Any = [{"type": "function_call_output", "call_id": "call_7", "output": "-5C"}]
+    second = client.responses.create(
+        model="gpt-x", previous_response_id=first.id, input=result, tools=[WEATHER]
+    )
+
+    assert (call.type, getattr(call, "name", None)) == ("function_call", "get_weather")
+    assert second.output_text == "Cold in Oslo."
+    relayed = upstream.requests[-1].body  # the conversation is the upstream's to keep
+    assert (relayed["previous_response_id"], relayed["input"]) == (first.id, result)
 
 
 def test_get_and_delete_reach_the_upstreams_own_store(
