@@ -343,6 +343,64 @@ class Responses(_Section):
     )
 
 
+class DatabasePack(_Section):
+    """One database the database pack navigates (proxy/tools/database); its tools are
+    named ``<name>_<tool>``, e.g. ``chinook_run_select``."""
+
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9_]{0,30}$",
+        description="Short name, the prefix of the database's tools (`chinook`).",
+    )
+    url: str = Field(
+        min_length=1,
+        description="SQLAlchemy URL: `sqlite:///path/to/file.db` (opened with `mode=ro`) or "
+        "`postgresql+psycopg://user:password@host/db` (read-only transactions); use a role "
+        "that may only read.",
+    )
+    description: str = Field(
+        default="", description="What the database holds, in a sentence, for tool retrieval."
+    )
+    read_only: Literal[True] = Field(
+        default=True,
+        description="Always true: the pack refuses anything but one SELECT before it reaches "
+        "the database, and connects read-only besides.",
+    )
+    max_rows: int = Field(default=100, gt=0, le=10_000, description="Rows a SELECT returns.")
+    statement_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds one statement may run in the database."
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_backend(cls, value: str) -> str:
+        if not value.startswith(("sqlite:", "sqlite+pysqlite:", "postgresql")):
+            raise ValueError("must be a sqlite:/// or postgresql:// SQLAlchemy URL")
+        if value.startswith("sqlite") and value.split("///", 1)[-1] in ("", ":memory:"):
+            raise ValueError("a SQLite URL must name a file: sqlite:///path/to/file.db")
+        return value
+
+    def password(self) -> str | None:
+        secret = urlsplit(self.url).password if "@" in self.url else None
+        return unquote(secret) if secret else None
+
+
+class Packs(_Section):
+    """Tool packs built from settings, beside the built-in math pack."""
+
+    database: list[DatabasePack] = Field(
+        default_factory=list, description="Databases the database pack navigates, read-only."
+    )
+
+    @field_validator("database")
+    @classmethod
+    def _unique(cls, databases: list[DatabasePack]) -> list[DatabasePack]:
+        names = [database.name for database in databases]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"database names used twice: {', '.join(twice)}")
+        return databases
+
+
 class Retriever(RetrieverConfig, _Section):
     """Embeddings, the catalog index and select mode (see retriever/README.md)."""
 
@@ -424,6 +482,7 @@ class Settings(BaseSettings):
     planner: Planner = Field(default_factory=Planner)
     orchestrate: Orchestrate = Field(default_factory=Orchestrate)
     responses: Responses = Field(default_factory=Responses)
+    packs: Packs = Field(default_factory=Packs)
 
     @field_validator("upstream_base_url")
     @classmethod
@@ -450,6 +509,7 @@ class Settings(BaseSettings):
         if self.neo4j_uri and (password := urlsplit(self.neo4j_uri).password):
             keys.append(unquote(password))
         keys += [key for cred in self.executor.credentials if (key := cred.value())]
+        keys += [key for database in self.packs.database if (key := database.password())]
         return keys
 
     @classmethod

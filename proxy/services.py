@@ -106,7 +106,7 @@ async def open_services(
     upstreams = Upstreams(relay, LiteLLMUpstream(settings.timeouts.request))
     stack.push_async_callback(upstreams.litellm.aclose)
     stack.push_async_callback(upstreams.relay.aclose)  # closes the session
-    executor = ToolExecutor(settings.executor, redis)
+    executor = ToolExecutor(settings.executor, redis, databases=settings.packs.database)
     stack.push_async_callback(executor.aclose)
     store = None
     if settings.admin_key is not None:  # the registry's store, opened now

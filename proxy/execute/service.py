@@ -11,7 +11,8 @@ orchestrate mode calls it between planning and answering.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -19,6 +20,7 @@ from pydantic import JsonValue
 from redis.asyncio import Redis
 
 from graph_store.models import Tool
+from proxy.config import DatabasePack as DatabaseSettings
 from proxy.config import Executor
 from proxy.execute.arguments import ArgumentWriter
 from proxy.execute.compress import Compressed, Compressor
@@ -31,6 +33,7 @@ from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
 from proxy.kv import Bound, open_key_value
 from proxy.llm import ChatModel
 from proxy.tools.catalog import python_tools
+from proxy.tools.database.catalog import DatabasePack
 from proxy.tools.sandbox import Sandbox
 
 #: Field lists kept (one per tool and version; the oldest goes), and the largest.
@@ -55,13 +58,16 @@ class ExecutedPlan:
 
 class ToolExecutor:
     """``client``: an httpx client to share (made with :func:`make_http_client`; the
-    caller closes it); by default the executor makes and closes its own."""
+    caller closes it); by default the executor makes and closes its own.
+    ``databases``: the database pack's databases (``packs.database``), whose tools run
+    in process beside the built-in ones."""
 
     def __init__(
         self,
         settings: Executor,
         redis: Redis | None = None,
         client: httpx.AsyncClient | None = None,
+        databases: Sequence[DatabaseSettings] = (),
     ) -> None:
         self.settings = settings
         self.policy = EgressPolicy.from_settings(settings)
@@ -69,7 +75,10 @@ class ToolExecutor:
         self.sandbox = Sandbox(settings.sandbox_timeout, settings.sandbox_memory_mb)
         self._owns_client = client is None
         self._client = client or make_http_client(self.policy, settings)
-        self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox))
+        self.databases = DatabasePack.open(databases)
+        python = python_tools(self.sandbox)
+        python.functions.update(self.databases.functions())
+        self.invoker = Invoker(HttpInvoker(self._client, settings), python)
         cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
@@ -78,6 +87,7 @@ class ToolExecutor:
         if self._owns_client:
             await self._client.aclose()
         await self.sandbox.aclose()
+        await asyncio.to_thread(self.databases.close)
 
     def runner(
         self,

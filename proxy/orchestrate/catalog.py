@@ -4,10 +4,10 @@ Loaded once, in a worker thread: in the background from start-up with
 ``orchestrate.preload`` (the default; a request that comes first waits for that load,
 and readiness says ``loading`` meanwhile), else by the first orchestrate request. The
 embedding model comes from
-select mode's service (one copy in memory), the built-in tool pack is written into
-the graph store when it is missing or has changed, and the Qdrant collection is
-brought in step with the store (only changed tools are embedded) before the
-in-process index is loaded from it, and the no-tool gate embeds the tools it
+select mode's service (one copy in memory), the built-in tool pack and the
+database pack's tools are written into the graph store when missing or changed,
+and the Qdrant collection is brought in step with the store (only changed tools
+are embedded) before the in-process index is loaded from it, and the no-tool gate embeds the tools it
 weighs a request against. The long-term plan memory uses the same
 Qdrant client, and every call to it runs on the client's own thread: local mode is
 not thread-safe, and the memory is read and written while requests run. Readiness
@@ -39,6 +39,7 @@ from proxy.config import Settings
 from proxy.errors import ToolgraphError
 from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
+from proxy.tools.database.catalog import database_tools
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
     from proxy.plan.memory import PlanMemory
@@ -213,8 +214,8 @@ class CatalogService:
             self.store = open_store(settings.data_dir, settings.neo4j_uri)
         store = self.store
         store.refresh()
-        if settings.orchestrate.builtin_tools:
-            self._seed_builtin_tools(store)
+        seeded = builtin_tools() if settings.orchestrate.builtin_tools else []
+        self._seed_tools(store, seeded + database_tools(settings.packs.database))
         # Read before the tools: a write landing in between leaves a stamp that differs
         # from the store's, so the next check loads again rather than missing it.
         version = store.version()
@@ -272,10 +273,9 @@ class CatalogService:
         return CatalogGate(load_gate(), encoder, documents, self._gate_vectors)
 
     @staticmethod
-    def _seed_builtin_tools(store: GraphStore) -> None:
-        missing = [tool for tool in builtin_tools() if store.get_tool(tool.name) != tool]
+    def _seed_tools(store: GraphStore, tools: list[Tool]) -> None:
+        """Write the packs' tools (built-in, databases) that are missing or have changed."""
+        missing = [tool for tool in tools if store.get_tool(tool.name) != tool]
         if missing:
             store.upsert_tools(missing)
-            log.info(
-                "built-in tools written to the catalog: %s", ", ".join(t.name for t in missing)
-            )
+            log.info("pack tools written to the catalog: %s", ", ".join(t.name for t in missing))

@@ -1,0 +1,188 @@
+"""The database pack as catalog tools: one set of seven per configured database.
+
+Each database named ``name`` in ``packs.database`` gives tools ``<name>_list_tables``,
+``<name>_find_columns_containing_value``… with ``builtin:<tool>`` endpoints, in the
+group ``database_<name>`` and the category ``database``; :class:`DatabasePack`
+holds the open databases and their in-process functions for the executor's
+:class:`~proxy.tools.builtin.PythonTools`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from graph_store.ingest.openai_spec import parse_openai
+from graph_store.models import Endpoint, Tool
+from proxy.config import DatabasePack as DatabaseSettings
+from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
+from proxy.tools.database import functional, navigation
+from proxy.tools.database.engine import ReadOnlyDatabase
+
+DatabaseTool = Callable[[ReadOnlyDatabase, Mapping[str, JsonValue]], Awaitable[JsonValue]]
+
+_TABLE: JsonValue = {"type": "string", "description": "A table's name, as list_tables gives it."}
+_COLUMN: JsonValue = {"type": "string", "description": "A column of that table."}
+_VALUE: JsonValue = {"type": ["string", "number"], "description": "The value to look for."}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    suffix: str
+    function: DatabaseTool
+    description: str
+    properties: dict[str, JsonValue]
+    required: tuple[str, ...] = ()
+    example: JsonValue = None
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "list_tables",
+        navigation.list_tables,
+        "List the tables of the {what} with their columns, column types, primary keys and "
+        "foreign keys (the schema); optionally one table only.",
+        {"table": {"type": "string", "description": "Only this table."}},
+        example={"tables": [{"name": "customers", "columns": [{"name": "country"}]}]},
+    ),
+    ToolSpec(
+        "find_columns_containing_value",
+        navigation.find_columns_containing_value,
+        "Find which tables and columns of the {what} contain a value (a name, a place, a "
+        "code): exact, or fuzzy (any case, part of a longer text, or a near spelling).",
+        {"value": _VALUE, "fuzzy": {"type": "boolean", "description": "Match loosely."}},
+        ("value",),
+        example={"matches": [{"table": "customers", "column": "country", "values": ["Germany"]}]},
+    ),
+    ToolSpec(
+        "get_distinct_values",
+        navigation.get_distinct_values,
+        "Get the distinct values of a column of the {what} with how many rows hold each, "
+        "most frequent first.",
+        {
+            "table": _TABLE,
+            "column": _COLUMN,
+            "limit": {"type": "integer", "minimum": 1, "maximum": navigation.MAX_DISTINCT},
+        },
+        ("table", "column"),
+        example={"distinct": 24, "values": [{"value": "USA", "count": 13}], "truncated": True},
+    ),
+    ToolSpec(
+        "is_value_in_column",
+        navigation.is_value_in_column,
+        "Check whether a value occurs in a column of the {what} (how many rows), with the "
+        "closest spellings when it does not.",
+        {"table": _TABLE, "column": _COLUMN, "value": _VALUE},
+        ("table", "column", "value"),
+        example={"present": False, "rows": 0, "similar": ["Germany"]},
+    ),
+    ToolSpec(
+        "get_date_format",
+        navigation.get_date_format,
+        "Show sample values of a date or time column of the {what} and the format they are "
+        "written in, to compare dates correctly in SQL.",
+        {
+            "table": _TABLE,
+            "column": _COLUMN,
+            "samples": {"type": "integer", "minimum": 1, "maximum": 50},
+        },
+        ("table", "column"),
+        example={"samples": ["2009-01-01 00:00:00"], "formats": ["%Y-%m-%d %H:%M:%S"]},
+    ),
+    ToolSpec(
+        "check_where",
+        functional.check_where,
+        "Check a SQL WHERE condition on a table of the {what}: whether it is valid and how "
+        "many rows it matches (the database's error when it is not).",
+        {
+            "table": _TABLE,
+            "where": {"type": "string", "description": "The condition, without WHERE."},
+        },
+        ("table", "where"),
+        example={"valid": True, "rows": 13},
+    ),
+    ToolSpec(
+        "run_select",
+        functional.run_select,
+        "Run one read-only SQL SELECT query on the {what} and return its rows (capped): "
+        "answers questions that count, sum, rank or join the data.",
+        {
+            "sql": {"type": "string", "description": "One SELECT statement."},
+            "max_rows": {"type": "integer", "minimum": 1},
+        },
+        ("sql",),
+        example={"columns": ["name", "total"], "rows": [["Jazz", 130]], "truncated": False},
+    ),
+)
+
+
+def database_tools(settings: Sequence[DatabaseSettings]) -> list[Tool]:
+    """Every configured database's tools as catalog records."""
+    return [tool for database in settings for tool in _tools_of(database)]
+
+
+def _tools_of(database: DatabaseSettings) -> list[Tool]:
+    group = f"database_{database.name}"
+    what = f"{database.name} database"
+    if database.description:
+        what += f" ({database.description.rstrip('.')})"
+    specs: list[dict[str, JsonValue]] = [
+        {
+            "name": f"{database.name}_{spec.suffix}",
+            "description": spec.description.format(what=what),
+            "x-group": group,
+            "x-category": "database",
+            "parameters": {
+                "type": "object",
+                "properties": spec.properties,
+                "required": list(spec.required),
+            },
+        }
+        for spec in SPECS
+    ]
+    parsed = parse_openai(Path(f"packs/{group}.json"), {"tools": specs})
+    if parsed.errors:
+        raise RuntimeError(f"the database pack's specs are invalid: {parsed.errors}")
+    examples = {f"{database.name}_{spec.suffix}": spec.example for spec in SPECS}
+    return [
+        tool.model_copy(
+            update={
+                "endpoint": Endpoint(method="POST", url=f"{BUILTIN_SCHEME}{tool.name}"),
+                "response_example": examples[tool.name],
+            }
+        )
+        for tool in parsed.tools
+    ]
+
+
+@dataclass
+class DatabasePack:
+    """The configured databases, opened read-only (connections are made by the first call)."""
+
+    databases: list[ReadOnlyDatabase] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, settings: Sequence[DatabaseSettings]) -> DatabasePack:
+        return cls([ReadOnlyDatabase(database) for database in settings])
+
+    def functions(self) -> dict[str, PythonTool]:
+        """Each database's tools by catalog name, for the executor."""
+        return {
+            f"{db.name}_{spec.suffix}": _bound(spec.function, db)
+            for db in self.databases
+            for spec in SPECS
+        }
+
+    def close(self) -> None:
+        for db in self.databases:
+            db.dispose()
+
+
+def _bound(function: DatabaseTool, db: ReadOnlyDatabase) -> PythonTool:
+    async def call(arguments: Mapping[str, JsonValue]) -> JsonValue:
+        return await function(db, arguments)
+
+    return call

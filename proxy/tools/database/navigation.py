@@ -1,0 +1,257 @@
+"""The navigation tools: what is in the database, without writing SQL.
+
+Each builds its statements with SQLAlchemy from names checked against the reflected
+schema (:mod:`proxy.tools.database.schema`), so no model-written text reaches the
+database here, and each runs in one read-only call of
+:class:`~proxy.tools.database.engine.ReadOnlyDatabase`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+from collections.abc import Mapping
+
+import sqlalchemy as sa
+from pydantic import JsonValue
+from sqlalchemy.engine import Connection
+
+from proxy.tools.database._values import (
+    int_argument,
+    json_value,
+    scalar_argument,
+    text_argument,
+)
+from proxy.tools.database.engine import ReadOnlyDatabase
+from proxy.tools.database.schema import Column, Schema, Table
+
+MAX_DISTINCT = 200  # values get_distinct_values returns at most
+_MATCHES = 20  # columns find_columns_containing_value lists at most
+_PER_COLUMN = 5  # matching values shown per column
+_FUZZY_POOL = 2000  # distinct values of a column compared by similarity
+_FUZZY_CUTOFF = 0.75
+_SIMILAR = 5
+
+_DATE_FORMATS = (
+    "%Y-%m-%d",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d %H:%M:%S.%f",
+    "%Y-%m-%dT%H:%M:%S.%f",
+    "%Y/%m/%d",
+    "%d/%m/%Y",
+    "%m/%d/%Y",
+    "%d.%m.%Y",
+    "%Y%m%d",
+    "%d %b %Y",
+    "%b %d, %Y",
+    "%Y-%m",
+    "%Y",
+)
+
+
+async def list_tables(db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]) -> JsonValue:
+    """Tables (and views) with their columns, types, keys and foreign keys."""
+    wanted = arguments.get("table")
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        tables = [find_table(db, connection, schema, wanted)] if wanted else schema.tables
+        return {
+            "database": db.name,
+            "dialect": db.dialect,
+            "tables": [table.describe() for table in tables],
+        }
+
+    return await db.run(work)
+
+
+async def find_columns_containing_value(
+    db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]
+) -> JsonValue:
+    """Which columns hold ``value``: exactly, or (``fuzzy``) any case, inside longer text,
+    or spelt nearly the same; the closest first."""
+    value = str(scalar_argument(arguments, "value"))
+    fuzzy = arguments.get("fuzzy") is True
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        found: list[tuple[float, dict[str, JsonValue]]] = []
+        for table in schema.tables:
+            for column in table.columns:
+                values = _matching(connection, table, column, value, fuzzy)
+                if values:
+                    best = max(_similarity(value, str(v)) for v in values)
+                    match: dict[str, JsonValue] = {
+                        "table": table.name,
+                        "column": column.name,
+                        "values": values,
+                    }
+                    found.append((best, match))
+        found.sort(key=lambda pair: -pair[0])
+        matches: list[JsonValue] = [match for _, match in found[:_MATCHES]]
+        return {"value": value, "fuzzy": fuzzy, "matches": matches}
+
+    return await db.run(work)
+
+
+async def get_distinct_values(
+    db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]
+) -> JsonValue:
+    """A column's distinct values with how many rows hold each, the most frequent first."""
+    table_name, column_name = _names(arguments)
+    limit = int_argument(arguments, "limit", 20, MAX_DISTINCT)
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        table = find_table(db, connection, schema, table_name)
+        column: sa.ColumnClause[object] = sa.column(table.column(column_name).name)
+        source = table.selectable()
+        count = sa.func.count()
+        query = (
+            sa.select(column, count)
+            .select_from(source)
+            .group_by(column)
+            .order_by(count.desc(), column)
+            .limit(limit + 1)
+        )
+        rows = connection.execute(query).all()
+        distinct = connection.execute(
+            sa.select(sa.func.count(sa.distinct(column))).select_from(source)
+        ).scalar_one()
+        values: list[JsonValue] = [
+            {"value": json_value(row[0]), "count": int(row[1])} for row in rows[:limit]
+        ]
+        return {
+            "table": table.name,
+            "column": column.name,
+            "distinct": int(distinct),
+            "values": values,
+            "truncated": len(rows) > limit,
+        }
+
+    return await db.run(work)
+
+
+async def is_value_in_column(
+    db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]
+) -> JsonValue:
+    """Whether ``value`` is in the column, in how many rows, and when it is not, the
+    column's values spelt most like it."""
+    table_name, column_name = _names(arguments)
+    value = scalar_argument(arguments, "value")
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        table = find_table(db, connection, schema, table_name)
+        column = table.column(column_name)
+        condition = _equals(column, value)
+        rows = connection.execute(
+            sa.select(sa.func.count()).select_from(table.selectable()).where(condition)
+        ).scalar_one()
+        answer: dict[str, JsonValue] = {
+            "table": table.name,
+            "column": column.name,
+            "value": value,
+            "present": rows > 0,
+            "rows": int(rows),
+        }
+        if not rows:
+            pool = _distinct_text(connection, table, column, _FUZZY_POOL)
+            close = difflib.get_close_matches(str(value), pool, _SIMILAR, 0.6)
+            answer["similar"] = list(close)
+        return answer
+
+    return await db.run(work)
+
+
+async def get_date_format(db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]) -> JsonValue:
+    """Sample values of a date column and the formats (strftime) they are all written in."""
+    table_name, column_name = _names(arguments)
+    samples = int_argument(arguments, "samples", 5, 50)
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        table = find_table(db, connection, schema, table_name)
+        column = table.column(column_name)
+        selected: sa.ColumnClause[object] = sa.column(column.name)
+        query = (
+            sa.select(selected)
+            .select_from(table.selectable())
+            .where(selected.is_not(None))
+            .distinct()
+            .limit(samples)
+        )
+        values = [row[0] for row in connection.execute(query)]
+        native = all(isinstance(v, datetime.date | datetime.time) for v in values) and values
+        return {
+            "table": table.name,
+            "column": column.name,
+            "type": column.type,
+            "samples": [json_value(v) for v in values],
+            "formats": ["native " + column.type] if native else date_formats(values),
+        }
+
+    return await db.run(work)
+
+
+def date_formats(values: list[object]) -> list[JsonValue]:
+    """The formats of :data:`_DATE_FORMATS` that read every value."""
+    texts = [str(v) for v in values]
+    return [fmt for fmt in _DATE_FORMATS if texts and all(_parses(t, fmt) for t in texts)]
+
+
+def _parses(text: str, fmt: str) -> bool:
+    try:
+        datetime.datetime.strptime(text, fmt)
+    except ValueError:
+        return False
+    return True
+
+
+def _names(arguments: Mapping[str, JsonValue]) -> tuple[str, str]:
+    return text_argument(arguments, "table"), text_argument(arguments, "column")
+
+
+def find_table(
+    db: ReadOnlyDatabase, connection: Connection, schema: Schema, name: JsonValue
+) -> Table:
+    """The table named ``name``; a name not in the schema reflects it again first (a table
+    created since), and then refuses with the names there are."""
+    text = str(name)
+    if not schema.has(text):
+        schema = db.schema(connection, fresh=True)
+    return schema.table(text)
+
+
+def _matching(
+    connection: Connection, table: Table, column: Column, value: str, fuzzy: bool
+) -> list[JsonValue]:
+    selected: sa.ColumnClause[object] = sa.column(column.name)
+    as_text = selected if column.textual else sa.cast(selected, sa.Text)
+    if not fuzzy:
+        query = sa.select(as_text).select_from(table.selectable()).where(as_text == value)
+        return [json_value(row[0]) for row in connection.execute(query.limit(1))]
+    pattern = "%" + value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    inside = sa.func.lower(as_text).like(pattern + "%", escape="\\")
+    query = sa.select(as_text).select_from(table.selectable()).where(inside).distinct()
+    hits = [str(row[0]) for row in connection.execute(query.limit(_PER_COLUMN * 4))]
+    if column.textual:
+        pool = _distinct_text(connection, table, column, _FUZZY_POOL)
+        hits += difflib.get_close_matches(value, pool, _PER_COLUMN, _FUZZY_CUTOFF)
+    ranked = sorted(set(hits), key=lambda hit: -_similarity(value, hit))
+    return list(ranked[:_PER_COLUMN])
+
+
+def _distinct_text(connection: Connection, table: Table, column: Column, limit: int) -> list[str]:
+    selected: sa.ColumnClause[object] = sa.column(column.name)
+    query = sa.select(selected).select_from(table.selectable()).where(selected.is_not(None))
+    return [str(row[0]) for row in connection.execute(query.distinct().limit(limit))]
+
+
+def _equals(column: Column, value: str | int | float) -> sa.ColumnElement[bool]:
+    selected: sa.ColumnClause[object] = sa.column(column.name)
+    if column.numeric and isinstance(value, int | float):
+        return selected == value
+    if column.textual:
+        return selected == str(value)
+    return sa.cast(selected, sa.Text) == str(value)
+
+
+def _similarity(wanted: str, found: str) -> float:
+    return difflib.SequenceMatcher(None, wanted.lower(), found.lower()).ratio()
