@@ -7,8 +7,8 @@ embedding model comes from
 select mode's service (one copy in memory), the built-in tool pack and the
 database pack's tools are written into the graph store when missing or changed,
 and the Qdrant collection is brought in step with the store (only changed tools
-are embedded) before the in-process index is loaded from it, and the no-tool gate embeds the tools it
-weighs a request against. The long-term plan memory uses the same
+are embedded) before the in-process index is loaded from it, and the no-tool
+gate embeds the tools it weighs a request against. The long-term plan memory uses the same
 Qdrant client, and every call to it runs on the client's own thread: local mode is
 not thread-safe, and the memory is read and written while requests run. Readiness
 counts both collections (:meth:`CatalogService.check`), so a store that no

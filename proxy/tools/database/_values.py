@@ -41,9 +41,7 @@ def text_argument(arguments: Mapping[str, JsonValue], name: str) -> str:
     return value
 
 
-def int_argument(
-    arguments: Mapping[str, JsonValue], name: str, default: int, most: int
-) -> int:
+def int_argument(arguments: Mapping[str, JsonValue], name: str, default: int, most: int) -> int:
     value = arguments.get(name, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ToolInputRejected(f"{name} must be a positive integer", param=name)

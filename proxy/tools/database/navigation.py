@@ -130,9 +130,7 @@ async def get_distinct_values(
     return await db.run(work)
 
 
-async def is_value_in_column(
-    db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]
-) -> JsonValue:
+async def is_value_in_column(db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]) -> JsonValue:
     """Whether ``value`` is in the column, in how many rows, and when it is not, the
     column's values spelt most like it."""
     table_name, column_name = _names(arguments)
