@@ -20,6 +20,7 @@ import uvicorn
 
 from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from eval.fake_upstream import FakeUpstream
+from eval.postgres_server import PostgresServer, PostgresUnavailable
 from proxy.app import create_app
 from proxy.config import Settings, load_settings
 from proxy.context import RequestContext
@@ -245,5 +246,22 @@ def bolt_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         unavailable(str(exc))
     try:
         yield server.uri
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A throw-away PostgreSQL cluster (Debian's ``postgresql`` package) on a free port."""
+    try:
+        server = PostgresServer()
+    except KeyError:  # no postgres account: the package is not installed
+        unavailable("PostgreSQL is not installed (apt-get install postgresql)")
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        unavailable(str(exc))
+    try:
+        yield server
     finally:
         server.stop()
