@@ -53,6 +53,7 @@ _PLACES = {
     "proxy.services": "web",
     "proxy.readiness": "web",
     "proxy.cli": "web",
+    "proxy.tools_command": "web",
     "proxy.__main__": "web",
     "proxy.middleware": "web",
     "proxy.auth": "web",
