@@ -7,6 +7,11 @@ the call; without one, they go as the plan bound them. A call whose tool and
 arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
 is answered from there instead of running again.
 
+A call the tool refuses as bad input (:class:`~proxy.errors.ToolInputRejected`: a
+database's own error, a refused statement) after the model wrote its arguments is
+tried once more with arguments the model rewrote from that error (the error feedback
+of "Middleware for LLMs"); that second writing runs inside the call's window.
+
 Each output is compressed once, as its call finishes and inside the call's
 timeout (the scheduler's window covers all of :meth:`CatalogRunner.run`): the
 calls that depend on it and the answer read that one text, the bytes metric
@@ -26,7 +31,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy import json_codec
-from proxy.errors import ToolError
+from proxy.errors import ToolError, ToolInputRejected
 from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
@@ -60,6 +65,9 @@ class CatalogRunner:
         self._background = background or {}
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
         self.reused: set[str] = set()  # node ids answered from an earlier turn
+        # node id → what the model was given for the arguments it wrote: a refusal by
+        # the tool goes back to it with the same prompt
+        self._prompts: dict[str, tuple[dict[str, JsonValue], dict[str, str]]] = {}
 
     def tool(self, node: PlanNode) -> Tool:
         tool = self._tools.get(node.tool)
@@ -82,9 +90,31 @@ class CatalogRunner:
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
         tool = self.tool(node)
-        output = await self._call(node, tool, arguments)
+        try:
+            output = await self._call(node, tool, arguments)
+        except ToolInputRejected as exc:
+            if not await self._rewrite(node, tool, arguments, exc.message):
+                raise
+            output = await self._call(node, tool, arguments)
         self.compressed[node.id] = await self._compress(tool, output)
         return output
+
+    async def _rewrite(
+        self, node: PlanNode, tool: Tool, arguments: dict[str, JsonValue], error: str
+    ) -> bool:
+        """New ``arguments`` from the model, told ``error``; False when the model did not
+        write them (nothing it could change) or has already had its second try."""
+        prompt = self._prompts.pop(node.id, None)
+        if prompt is None or self._writer is None or self._model is None:
+            return False
+        fixed, inputs = prompt
+        written = await self._writer.rewrite(
+            tool, node.task, fixed, inputs, self._model, arguments, error
+        )
+        self.attempts[node.id] = self.attempts.get(node.id, 0) + written.attempts
+        arguments.clear()
+        arguments.update(written.arguments)
+        return True
 
     async def _compress(self, tool: Tool, output: JsonValue) -> Compressed:
         deadline = CALL_DEADLINE.get()
@@ -114,6 +144,8 @@ class CatalogRunner:
             self.attempts[node.id] = exc.attempts
             raise
         self.attempts[node.id] = written.attempts
+        if written.attempts and self._model is not None:
+            self._prompts[node.id] = (dict(arguments), inputs)
         arguments.clear()
         arguments.update(written.arguments)
 

@@ -5,12 +5,15 @@ the model (eval/brain.py)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from eval.brain import Brain, plan_of
+from eval.fake_upstream import FakeUpstream
 from eval.postgres_server import PostgresServer
 from tests.conftest import StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
@@ -67,7 +70,7 @@ def test_a_database_question_is_answered_through_the_packs_tools(
         orchestrate={"builtin_tools": False},
     )
     plan_the_jazz_question(brain)
-    raw = sdk(server).chat.completions.with_raw_response.create(
+    raw = sdk(server, timeout=300).chat.completions.with_raw_response.create(
         model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
     )
     answer = raw.parse().choices[0].message.content or ""
@@ -99,7 +102,7 @@ def test_a_write_is_refused_and_the_refusal_is_in_the_trace(
         "Run a SELECT on the music database", "Run a SELECT", "music_run_select",
         {"sql": "DELETE FROM customers"},
     )  # fmt: skip
-    raw = sdk(server).chat.completions.with_raw_response.create(
+    raw = sdk(server, timeout=300).chat.completions.with_raw_response.create(
         model="fake-model", messages=user("Delete every customer"), extra_body=ORCHESTRATE
     )
     (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
@@ -107,3 +110,54 @@ def test_a_write_is_refused_and_the_refusal_is_in_the_trace(
     assert "only a SELECT may run here, not DELETE" in call["error"]
     with sqlite3.connect(tmp_path / "music.db") as check:
         assert check.execute("SELECT count(*) FROM customers").fetchone() == (5,)
+
+
+@dataclass
+class CorrectingBrain(Brain):
+    """Writes a SELECT with a misspelt column first, and the right one once told."""
+
+    selects: list[str] = field(default_factory=list)
+
+    def arguments_for(self, task: str) -> Any:
+        if "Run a SELECT" in task and self.selects:
+            return {"sql": self.selects.pop(0)}
+        return super().arguments_for(task)
+
+
+def test_the_databases_error_goes_back_to_the_argument_writer(
+    start_proxy: StartProxy, upstream: FakeUpstream, tmp_path: Any
+) -> None:
+    brain = CorrectingBrain(
+        selects=[
+            "SELECT nme FROM genres ORDER BY genre_id",
+            "SELECT name FROM genres ORDER BY genre_id",
+        ]
+    )
+    upstream.responder = brain
+    url = build_sqlite(tmp_path / "music.db")
+    server = start_proxy(
+        packs={"database": [{"name": "music", "url": url}]},
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        orchestrate={"builtin_tools": False},
+    )
+    brain.one_step(
+        "Run a SELECT on the music database listing the genres",
+        "Run a SELECT",
+        "music_run_select",
+        {},
+    )
+    raw = sdk(server, timeout=300).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Which genres are there?"), extra_body=ORCHESTRATE
+    )
+    (call,) = trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert call["outcome"] == "ok"
+    assert call["output"]["rows"] == [["Jazz"], ["Rock"], ["Classical"]]
+    assert call["attempts"] == 2
+    rewrites = [
+        request.body["messages"]
+        for request in upstream.requests
+        if request.body and len(request.body.get("messages", [])) == 4
+    ]
+    (messages,) = rewrites
+    assert json.loads(messages[2]["content"]) == {"sql": "SELECT nme FROM genres ORDER BY genre_id"}
+    assert "no such column: nme" in messages[3]["content"]
