@@ -53,9 +53,14 @@ CALLS: list[tuple[str, dict[str, JsonValue]]] = [
     ("is_value_in_column", {"table": "orders", "column": "country", "value": "Germany"}),
     ("get_date_format", {"table": "orders", "column": "ordered_at"}),
     ("check_where", {"table": "orders", "where": "country = 'Germany' AND genre = 'Jazz'"}),
-    ("run_select", {"sql": "SELECT customer, SUM(amount) AS total FROM orders "
-                    "WHERE country = 'Germany' AND genre = 'Jazz' "
-                    "GROUP BY customer ORDER BY total DESC LIMIT 5"}),  # fmt: skip
+    (
+        "run_select",
+        {
+            "sql": "SELECT customer, SUM(amount) AS total FROM orders "
+            "WHERE country = 'Germany' AND genre = 'Jazz' "
+            "GROUP BY customer ORDER BY total DESC LIMIT 5"
+        },
+    ),
 ]
 
 
@@ -63,7 +68,9 @@ def rows(count: int, seed: int = 7) -> Iterator[tuple[object, ...]]:
     rng = random.Random(seed)
     for i in range(1, count + 1):
         day = rng.randrange(3650)
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1_300_000_000 + day * 86400 + i % 86400))
+        stamp = time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.gmtime(1_300_000_000 + day * 86400 + i % 86400)
+        )
         yield (i, f"Customer {rng.randrange(50_000):05d}", rng.choice(COUNTRIES),
                rng.choice(GENRES), round(rng.uniform(0.99, 99.99), 2), stamp)  # fmt: skip
 
@@ -136,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         results["postgresql"] = asyncio.run(measure(url, args.repeat))
     print("| tool | SQLite ms | PostgreSQL ms |\n| --- | --- | --- |")
     for label in results["sqlite"]:
-        print(f"| `{label}` | {results['sqlite'][label]:,.0f} | {results['postgresql'][label]:,.0f} |")
+        print(
+            f"| `{label}` | {results['sqlite'][label]:,.0f} | {results['postgresql'][label]:,.0f} |"
+        )
     report = {
         "rows": args.rows,
         "repeat": args.repeat,

@@ -28,7 +28,8 @@ from proxy.tools.database.schema import Column, Schema, Table
 MAX_DISTINCT = 200  # values get_distinct_values returns at most
 _MATCHES = 20  # columns find_columns_containing_value lists at most
 _PER_COLUMN = 5  # matching values shown per column
-_FUZZY_POOL = 2000  # distinct values of a column compared by similarity
+_SAMPLE_ROWS = 100_000  # rows whose values are compared by spelling
+_POOL = 5000  # distinct values per column kept from them
 _FUZZY_CUTOFF = 0.75
 _SIMILAR = 5
 
@@ -76,16 +77,14 @@ async def find_columns_containing_value(
     def work(connection: Connection, schema: Schema) -> JsonValue:
         found: list[tuple[float, dict[str, JsonValue]]] = []
         for table in schema.tables:
-            for column in table.columns:
-                values = _matching(connection, table, column, value, fuzzy)
-                if values:
-                    best = max(_similarity(value, str(v)) for v in values)
-                    match: dict[str, JsonValue] = {
-                        "table": table.name,
-                        "column": column.name,
-                        "values": values,
-                    }
-                    found.append((best, match))
+            for column, values in _table_matches(connection, table, value, fuzzy).items():
+                best = max(_similarity(value, v) for v in values)
+                match: dict[str, JsonValue] = {
+                    "table": table.name,
+                    "column": column.name,
+                    "values": list(values),
+                }
+                found.append((best, match))
         found.sort(key=lambda pair: -pair[0])
         matches: list[JsonValue] = [match for _, match in found[:_MATCHES]]
         return {"value": value, "fuzzy": fuzzy, "matches": matches}
@@ -103,19 +102,17 @@ async def get_distinct_values(
     def work(connection: Connection, schema: Schema) -> JsonValue:
         table = find_table(db, connection, schema, table_name)
         column: sa.ColumnClause[object] = sa.column(table.column(column_name).name)
-        source = table.selectable()
         count = sa.func.count()
+        # the number of groups rides along on every row: one scan, not a second count
         query = (
-            sa.select(column, count)
-            .select_from(source)
+            sa.select(column, count, sa.func.count().over())
+            .select_from(table.selectable())
             .group_by(column)
             .order_by(count.desc(), column)
             .limit(limit + 1)
         )
         rows = connection.execute(query).all()
-        distinct = connection.execute(
-            sa.select(sa.func.count(sa.distinct(column))).select_from(source)
-        ).scalar_one()
+        distinct = rows[0][2] if rows else 0
         values: list[JsonValue] = [
             {"value": json_value(row[0]), "count": int(row[1])} for row in rows[:limit]
         ]
@@ -151,8 +148,8 @@ async def is_value_in_column(db: ReadOnlyDatabase, arguments: Mapping[str, JsonV
             "rows": int(rows),
         }
         if not rows:
-            pool = _distinct_text(connection, table, column, _FUZZY_POOL)
-            close = difflib.get_close_matches(str(value), pool, _SIMILAR, 0.6)
+            pool = _sampled_values(connection, table, [column])[column]
+            close = difflib.get_close_matches(str(value), sorted(pool), _SIMILAR, 0.6)
             answer["similar"] = list(close)
         return answer
 
@@ -217,29 +214,68 @@ def find_table(
     return schema.table(text)
 
 
-def _matching(
-    connection: Connection, table: Table, column: Column, value: str, fuzzy: bool
-) -> list[JsonValue]:
-    selected: sa.ColumnClause[object] = sa.column(column.name)
-    as_text = selected if column.textual else sa.cast(selected, sa.Text)
+def _table_matches(
+    connection: Connection, table: Table, value: str, fuzzy: bool
+) -> dict[Column, list[str]]:
+    """The columns of ``table`` that hold ``value``, each with the values that matched.
+
+    One scan of the table answers for all its columns (a column at a time took 7 s on
+    a million rows; ``eval/bench_database.py``); the values of the few columns that
+    match are fetched after, and near spellings come from a sample of the rows."""
+    texts = [_as_text(column) for column in table.columns]
+    tests: list[sa.ColumnElement[bool]]
+    if fuzzy:
+        escaped = value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        tests = [sa.func.lower(text).like(f"%{escaped}%", escape="\\") for text in texts]
+    else:
+        tests = [text == value for text in texts]
+    probe = sa.select(
+        *(sa.func.max(sa.case((test, text))) for test, text in zip(tests, texts, strict=True))
+    ).select_from(table.selectable())
+    first = connection.execute(probe).one()
+    hits = {
+        column: [str(found)]
+        for column, found in zip(table.columns, first, strict=True)
+        if found is not None
+    }
     if not fuzzy:
-        query = sa.select(as_text).select_from(table.selectable()).where(as_text == value)
-        return [json_value(row[0]) for row in connection.execute(query.limit(1))]
-    pattern = "%" + value.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    inside = sa.func.lower(as_text).like(pattern + "%", escape="\\")
-    query = sa.select(as_text).select_from(table.selectable()).where(inside).distinct()
-    hits = [str(row[0]) for row in connection.execute(query.limit(_PER_COLUMN * 4))]
-    if column.textual:
-        pool = _distinct_text(connection, table, column, _FUZZY_POOL)
-        hits += difflib.get_close_matches(value, pool, _PER_COLUMN, _FUZZY_CUTOFF)
-    ranked = sorted(set(hits), key=lambda hit: -_similarity(value, hit))
-    return list(ranked[:_PER_COLUMN])
+        return hits
+    for column in hits:
+        index = table.columns.index(column)
+        query = sa.select(texts[index]).select_from(table.selectable()).where(tests[index])
+        query = query.distinct().limit(_PER_COLUMN * 4)
+        hits[column] = [str(row[0]) for row in connection.execute(query)]
+    textual = [column for column in table.columns if column.textual]
+    for column, pool in _sampled_values(connection, table, textual).items():
+        close = difflib.get_close_matches(value, sorted(pool), _PER_COLUMN, _FUZZY_CUTOFF)
+        if close:
+            hits[column] = [*hits.get(column, []), *close]
+    return {
+        column: sorted(set(values), key=lambda v: -_similarity(value, v))[:_PER_COLUMN]
+        for column, values in hits.items()
+    }
 
 
-def _distinct_text(connection: Connection, table: Table, column: Column, limit: int) -> list[str]:
-    selected: sa.ColumnClause[object] = sa.column(column.name)
-    query = sa.select(selected).select_from(table.selectable()).where(selected.is_not(None))
-    return [str(row[0]) for row in connection.execute(query.distinct().limit(limit))]
+def _sampled_values(
+    connection: Connection, table: Table, columns: list[Column]
+) -> dict[Column, set[str]]:
+    """The distinct values of ``columns`` in the first :data:`_SAMPLE_ROWS` rows: the pool
+    near spellings are looked for in (all rows would be a full scan per question)."""
+    if not columns:
+        return {}
+    selected: list[sa.ColumnClause[object]] = [sa.column(column.name) for column in columns]
+    query = sa.select(*selected).select_from(table.selectable()).limit(_SAMPLE_ROWS)
+    pools: dict[Column, set[str]] = {column: set() for column in columns}
+    for row in connection.execute(query):
+        for column, cell in zip(columns, row, strict=True):
+            if cell is not None and len(pools[column]) < _POOL:
+                pools[column].add(str(cell))
+    return pools
+
+
+def _as_text(column: Column) -> sa.ColumnElement[str]:
+    selected: sa.ColumnClause[str] = sa.column(column.name)
+    return selected if column.textual else sa.cast(selected, sa.Text)
 
 
 def _equals(column: Column, value: str | int | float) -> sa.ColumnElement[bool]:
