@@ -23,6 +23,7 @@ own message, which the argument writer and the user read, as
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from proxy.errors import ToolInputRejected, ToolTimeout
 from proxy.tools.database.schema import Schema, reflect_schema
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 #: Read-only schema pragmas SQLAlchemy's reflection issues on SQLite.
 _SCHEMA_PRAGMAS = frozenset(
@@ -104,6 +106,8 @@ class ReadOnlyDatabase:
 
     def schema(self, connection: Connection, *, fresh: bool = False) -> Schema:
         with self._lock:
+            if self._schema is None and self.dialect == "postgresql":
+                _warn_if_superuser(connection, self.name)
             if self._schema is None or fresh:
                 self._schema = reflect_schema(connection)
             return self._schema
@@ -137,6 +141,17 @@ class ReadOnlyDatabase:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _warn_if_superuser(connection: Connection, name: str) -> None:
+    """A superuser may read server files and run programs inside a read-only transaction
+    (``COPY … TO PROGRAM``): then only the SQL check stands in the way. Said once."""
+    query = "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+    if connection.exec_driver_sql(query).scalar():
+        log.warning(
+            "database %s: connected as a superuser; give the pack a role that may only SELECT",
+            name,
+        )
 
 
 def open_engine(settings: DatabasePack) -> Engine:

@@ -227,3 +227,18 @@ async def test_a_long_cross_join_hits_the_timeout(engine_url: str) -> None:
     finally:
         pack.close()
     assert answer["rows"] == [[3]]
+
+
+async def test_a_superuser_connection_is_warned_about(
+    postgres: PostgresServer, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    for url in (postgres_url, superuser_url(postgres)):
+        pack = open_pack(url)
+        try:
+            await pack.functions()["music_list_tables"]({})
+        finally:
+            pack.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "database music: connected as a superuser; give the pack a role that may only SELECT"
+    ]
