@@ -87,7 +87,8 @@ class ToolExecutor:
         if self._owns_client:
             await self._client.aclose()
         await self.sandbox.aclose()
-        await asyncio.to_thread(self.databases.close)
+        if self.databases.databases:  # their pools close sockets: a blocking call
+            await asyncio.to_thread(self.databases.close)
 
     def runner(
         self,
