@@ -343,6 +343,57 @@ class Responses(_Section):
     )
 
 
+class McpServer(_Section):
+    """One MCP server whose tools join the catalog: a command line (stdio) or a URL
+    (streamable HTTP), one of the two."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,32}$",
+        description="The server's name: its tools are named `<name>_<tool>` in the catalog.",
+    )
+    command: list[str] = Field(
+        default_factory=list, description="stdio: the server's argv, e.g. `[npx, my-server]`."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="stdio: environment variables for the server, over a minimal inherited set "
+        "(PATH, HOME…).",
+    )
+    cwd: Path | None = Field(default=None, description="stdio: the server's working directory.")
+    url: str | None = Field(default=None, description="Streamable HTTP: the server's endpoint.")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Streamable HTTP: headers sent with every request; a value `env:NAME` is "
+        "read from that environment variable (keys stay out of the YAML).",
+    )
+    connect_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds to start the server and finish `initialize`."
+    )
+    call_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds one `tools/call` may take; `executor.call_timeout` if unset.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        return _check_http_url(value)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if bool(self.command) == (self.url is not None):
+            raise ValueError("an MCP server needs exactly one of command (stdio) or url (HTTP)")
+        return self
+
+    def header_values(self) -> dict[str, str]:
+        """The headers with every `env:NAME` value read from the environment (missing: empty)."""
+        return {
+            key: os.environ.get(value[4:], "") if value.startswith("env:") else value
+            for key, value in self.headers.items()
+        }
+
+
 class Retriever(RetrieverConfig, _Section):
     """Embeddings, the catalog index and select mode (see retriever/README.md)."""
 
@@ -424,6 +475,11 @@ class Settings(BaseSettings):
     planner: Planner = Field(default_factory=Planner)
     orchestrate: Orchestrate = Field(default_factory=Orchestrate)
     responses: Responses = Field(default_factory=Responses)
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        description="MCP servers whose tools join the catalog (stdio `{name, command, env, cwd}` "
+        "or streamable HTTP `{name, url, headers}`); run in orchestrate mode through `tools/call`.",
+    )
 
     @field_validator("upstream_base_url")
     @classmethod
@@ -442,6 +498,15 @@ class Settings(BaseSettings):
             seen.add(route.name)
         return routes
 
+    @field_validator("mcp_servers")
+    @classmethod
+    def _check_mcp_names(cls, servers: list[McpServer]) -> list[McpServer]:
+        names = [server.name for server in servers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"MCP server names must be unique: {', '.join(twice)}")
+        return servers
+
     def secrets(self) -> list[str]:
         """Every key toolgraph knows, so that none is ever echoed to a client."""
         held = (self.upstream_api_key, self.master_key, self.admin_key)
@@ -450,6 +515,12 @@ class Settings(BaseSettings):
         if self.neo4j_uri and (password := urlsplit(self.neo4j_uri).password):
             keys.append(unquote(password))
         keys += [key for cred in self.executor.credentials if (key := cred.value())]
+        keys += [
+            value
+            for server in self.mcp_servers
+            for name, value in server.header_values().items()
+            if value and server.headers[name].startswith("env:")
+        ]
         return keys
 
     @classmethod

@@ -43,6 +43,7 @@ _PLACES = {
     "proxy.plan": "engine",
     "proxy.execute": "engine",
     "proxy.tools": "engine",
+    "proxy.mcp": "engine",
     "proxy.chat": "modes",
     "proxy.select": "modes",
     "proxy.orchestrate": "modes",

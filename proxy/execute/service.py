@@ -24,7 +24,7 @@ from proxy.execute.arguments import ArgumentWriter
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.fields import FieldSelector
-from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
+from proxy.execute.invocation import HttpInvoker, Invoker, ToolInvoker, make_http_client
 from proxy.execute.plan import ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
@@ -55,13 +55,15 @@ class ExecutedPlan:
 
 class ToolExecutor:
     """``client``: an httpx client to share (made with :func:`make_http_client`; the
-    caller closes it); by default the executor makes and closes its own."""
+    caller closes it); by default the executor makes and closes its own. ``mcp``: how
+    ``mcp://`` endpoints are called (the app's MCP sources), if any are configured."""
 
     def __init__(
         self,
         settings: Executor,
         redis: Redis | None = None,
         client: httpx.AsyncClient | None = None,
+        mcp: ToolInvoker | None = None,
     ) -> None:
         self.settings = settings
         self.policy = EgressPolicy.from_settings(settings)
@@ -69,7 +71,7 @@ class ToolExecutor:
         self.sandbox = Sandbox(settings.sandbox_timeout, settings.sandbox_memory_mb)
         self._owns_client = client is None
         self._client = client or make_http_client(self.policy, settings)
-        self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox))
+        self.invoker = Invoker(HttpInvoker(self._client, settings), python_tools(self.sandbox), mcp)
         cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
