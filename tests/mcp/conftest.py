@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
+from eval.brain import Brain
+from eval.fake_upstream import FakeUpstream
 from graph_store.memory import InProcessStore
 from proxy.config import McpServer
 from proxy.mcp.sources import McpSources
+from tests.conftest import ServerThread
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +68,20 @@ async def sources(store: InProcessStore, changes: Changes) -> AsyncIterator[McpS
     await asyncio.wait_for(mcp.settled(), 60)
     yield mcp
     await mcp.aclose()
+
+
+@pytest.fixture
+def brain(upstream: FakeUpstream) -> Brain:
+    """The fake upstream's scripted answers to each of orchestrate mode's prompts."""
+    brain = Brain()
+    upstream.responder = brain
+    return brain
+
+
+def wait_connected(server: ServerThread) -> None:
+    """Until the proxy's MCP servers have had their first connection attempt."""
+    deadline = time.monotonic() + 120
+    while httpx.get(f"{server.url}/readyz", timeout=10).json()["checks"].get("mcp") != "ok":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the MCP servers did not connect")
+        time.sleep(0.05)

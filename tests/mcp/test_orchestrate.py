@@ -1,0 +1,69 @@
+"""Orchestrate mode over an MCP server's tools, through the official SDK against the
+fake upstream: the plan's calls go out as ``tools/call`` to the tests' stdio server,
+one tool's structured output feeding the next; a server that crashes in the middle of
+a call fails that call cleanly, and the answer says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval.brain import plan_of
+from tests.conftest import ServerThread, StartProxy
+from tests.mcp.conftest import Brain, python_server, wait_connected
+from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
+
+
+def serve(start_proxy: StartProxy) -> ServerThread:
+    server = start_proxy(
+        mcp_servers=[python_server().model_dump()],
+        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+        orchestrate={"gate": False},
+    )
+    wait_connected(server)
+    return server
+
+
+def orchestrate(server: ServerThread, text: str) -> tuple[str, dict[str, Any]]:
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(text), extra_body=ORCHESTRATE
+    )
+    answer = raw.parse().choices[0].message.content or ""
+    calls = {
+        call["node"]: call for call in trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    }
+    return answer, calls
+
+
+def test_a_plan_runs_two_mcp_tools_one_feeding_the_other(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    server = serve(start_proxy)
+    brain.plan = plan_of(
+        ("Find the coordinates of Oslo", []),
+        ("Get the weather forecast at those coordinates", ["s1"]),
+    )
+    brain.tools = {"coordinates of": "test_lookup_city", "forecast": "test_forecast"}
+    brain.arguments = {
+        "coordinates of": {"city": "Oslo"},
+        "forecast": {"latitude": 59.91, "longitude": 10.75},
+    }
+    answer, calls = orchestrate(server, "What is the weather in Oslo?")
+    assert [calls[n]["tool"] for n in ("s1", "s2")] == ["test_lookup_city", "test_forecast"]
+    assert all(call["outcome"] == "ok" for call in calls.values())
+    assert calls["s1"]["output"] == {"city": "oslo", "latitude": 59.91, "longitude": 10.75}
+    assert calls["s2"]["output"] == "Sunny at 59.91, 10.75, 21 °C"
+    assert calls["s2"]["started"] >= calls["s1"]["finished"]
+    assert "Sunny at 59.91" in answer  # the brain's answer quotes every result it was shown
+
+
+def test_a_server_that_crashes_mid_call_fails_the_call_not_the_request(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    server = serve(start_proxy)
+    brain.one_step("Stop the server in the middle of the call", "Stop", "test_crash", {})
+    answer, calls = orchestrate(server, "Crash the test server, please.")
+    (call,) = calls.values()
+    assert call["tool"] == "test_crash"
+    assert call["outcome"] == "failed"
+    assert "went away" in call["error"]
+    assert answer  # answered all the same
