@@ -5,7 +5,8 @@
 Tools: ``lookup_city`` (structured output with an output schema, read-only),
 ``forecast`` (text; its latitude and longitude are ``lookup_city``'s outputs),
 ``reject`` (an ``isError`` result, marked destructive), ``crash`` (the process exits
-in the middle of the call), ``slow`` (answers after ``seconds``) and ``grow`` (adds a
+in the middle of the call), ``slow`` (answers after ``seconds``), ``cancellations``
+(how many ``slow`` calls the client cancelled, once there is one) and ``grow`` (adds a
 tool, ``late_tool``, and says so with ``notifications/tools/list_changed``). The
 listing comes two tools a page. ``--silent`` starts and never answers anything, not
 even ``initialize``.
@@ -67,8 +68,11 @@ TOOLS = [
     ),
     _tool("crash", "Stop the server in the middle of the call.", {}),
     _tool("slow", "Answer after some seconds.", {"seconds": {"type": "number"}}),
+    _tool("cancellations", "How many slow calls the client cancelled (waits for one).", {}),
     _tool("grow", "Add a tool to this server.", {}),
 ]
+CANCELLED: list[str] = []  # slow calls cancelled by notifications/cancelled
+CANCELLED_ONE: list[anyio.Event] = []  # made in the server's loop
 LATE = _tool("late_tool", "A tool added while the server runs.", {})
 
 
@@ -105,8 +109,17 @@ async def call_tool(
     if name == "crash":
         os._exit(3)
     if name == "slow":
-        await anyio.sleep(float(arguments.get("seconds", 0)))
+        try:
+            await anyio.sleep(float(arguments.get("seconds", 0)))
+        except anyio.get_cancelled_exc_class():
+            CANCELLED.append(params.name)
+            CANCELLED_ONE[0].set()
+            raise
         return types.CallToolResult(content=_text("done"))
+    if name == "cancellations":
+        with anyio.move_on_after(30):
+            await CANCELLED_ONE[0].wait()
+        return types.CallToolResult(content=_text(str(len(CANCELLED))))
     if name == "grow":
         if LATE not in TOOLS:
             TOOLS.append(LATE)
@@ -118,6 +131,7 @@ async def call_tool(
 
 
 async def serve() -> None:
+    CANCELLED_ONE.append(anyio.Event())
     server: Server[Any] = Server("toolgraph-test", on_list_tools=list_tools, on_call_tool=call_tool)
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
     async with stdio_server() as (read, write):
