@@ -146,6 +146,9 @@ class McpConnection:
             log.warning("MCP server %s did not answer within %.0f s", self.name, self._timeout)
         except _SDK_ERRORS as exc:
             log.warning("MCP server %s failed: %s: %s", self.name, type(exc).__name__, exc)
+        except Exception:  # the supervisor's outermost edge: nothing may end its restarts
+            # (the SDK's task groups raise ExceptionGroups of anything, a store may fail)
+            log.exception("MCP server %s failed", self.name)
         finally:
             self._client = None
             await self._on_tools(self.name, None)

@@ -11,8 +11,10 @@ import pytest
 
 from graph_store.memory import InProcessStore
 from graph_store.models import Tool
+from proxy.config import McpServer
 from proxy.errors import ToolError, ToolTimeout
 from proxy.mcp.sources import McpSources
+from tests.conftest import free_port
 from tests.mcp.conftest import Changes, python_server
 
 
@@ -93,3 +95,30 @@ def tool_stub(server: str, name: str) -> Tool:
     parsed = parse_mcp(server, [{"name": name, "inputSchema": {"type": "object"}}])
     (found,) = parsed.tools
     return found
+
+
+async def test_a_command_that_cannot_start_leaves_the_server_unavailable(
+    store: InProcessStore,
+) -> None:
+    mcp = McpSources([McpServer(name="nowhere", command=["/nonexistent/mcp-server"])], 30.0, store)
+    mcp.start()
+    try:
+        async with asyncio.timeout(60):
+            await mcp.settled()
+        assert mcp.connected() == []
+    finally:
+        await mcp.aclose()
+
+
+async def test_an_http_server_that_refuses_connections_is_unavailable(
+    store: InProcessStore,
+) -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    mcp = McpSources([McpServer(name="refusing", url=url, connect_timeout=10.0)], 30.0, store)
+    mcp.start()
+    try:
+        async with asyncio.timeout(60):
+            await mcp.settled()
+        assert mcp.connected() == []
+    finally:
+        await mcp.aclose()
