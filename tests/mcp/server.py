@@ -1,6 +1,6 @@
 """A small MCP server over stdio, written with the official SDK, for the tests.
 
-    python -m tests.mcp.server [--silent]
+    python -m tests.mcp.server [--silent] [--tools N]
 
 Tools: ``lookup_city`` (structured output with an output schema, read-only),
 ``forecast`` (text; its latitude and longitude are ``lookup_city``'s outputs),
@@ -9,7 +9,8 @@ in the middle of the call), ``slow`` (answers after ``seconds``), ``cancellation
 (how many ``slow`` calls the client cancelled, once there is one) and ``grow`` (adds a
 tool, ``late_tool``, and says so with ``notifications/tools/list_changed``). The
 listing comes two tools a page. ``--silent`` starts and never answers anything, not
-even ``initialize``.
+even ``initialize``; ``--tools N`` adds N generated tools (``record_0000``…, each
+answering its arguments back), listed 100 a page (``python -m eval.bench_mcp``).
 """
 
 from __future__ import annotations
@@ -80,11 +81,22 @@ def _text(text: str) -> list[types.ContentBlock]:
     return [types.TextContent(text=text)]
 
 
+def _generated(count: int) -> list[types.Tool]:
+    return [
+        _tool(
+            f"record_{i:04d}",
+            f"Fetch record {i} of the archive by its key.",
+            {"key": {"type": "string", "description": "The record's key."}},
+        )
+        for i in range(count)
+    ]
+
+
 async def list_tools(
     ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     start = int(params.cursor) if params is not None and params.cursor else 0
-    end = start + PAGE
+    end = start + (100 if len(TOOLS) > 100 else PAGE)
     cursor = str(end) if end < len(TOOLS) else None
     return types.ListToolsResult(tools=TOOLS[start:end], next_cursor=cursor)
 
@@ -127,6 +139,8 @@ async def call_tool(
         return types.CallToolResult(content=_text("grown"))
     if name == "late_tool":
         return types.CallToolResult(content=_text("late"))
+    if name.startswith("record_"):
+        return types.CallToolResult(content=_text(json.dumps({"record": name, **arguments})))
     raise ValueError(f"no tool {name}")
 
 
@@ -142,6 +156,8 @@ def main() -> None:
     if "--silent" in sys.argv:
         while True:  # reads nothing, answers nothing; ends when the client kills it
             time.sleep(3600)
+    if "--tools" in sys.argv:
+        TOOLS.extend(_generated(int(sys.argv[sys.argv.index("--tools") + 1])))
     anyio.run(serve)
 
 
