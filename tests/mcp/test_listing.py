@@ -14,8 +14,10 @@ import pytest_asyncio
 from graph_store.memory import InProcessStore
 from graph_store.models import EdgeKind, Tool
 from proxy.errors import ToolError
+from proxy.execute.invocation import Invoker, tool_host
 from proxy.mcp.catalog import EDGE_ORIGIN
 from proxy.mcp.sources import McpSources
+from proxy.tools.builtin import PythonTools
 from tests.mcp.conftest import python_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -59,6 +61,7 @@ async def test_every_page_of_the_listing_becomes_tools_with_their_provenance(
     assert lookup.response_schema is not None
     assert "latitude" in str(lookup.response_schema)
     assert all(sources.available(t) for t in tools)
+    assert tool_host(lookup) == "mcp:test"  # the scheduler's per-host limits: one per server
 
 
 async def test_the_output_schema_joins_tools_by_an_edge(
@@ -95,3 +98,13 @@ async def test_one_session_serves_concurrent_calls(
         *(sources.invoke(lookup, {"city": city}) for city in ["oslo", "bergen"] * 5)
     )
     assert [f["city"] for f in found] == ["oslo", "bergen"] * 5  # type: ignore[index,call-overload]
+
+
+async def test_the_executors_invoker_routes_mcp_endpoints(
+    sources: McpSources, store: InProcessStore
+) -> None:
+    lookup = tool(store, "test_lookup_city")
+    found = await Invoker(None, PythonTools(), sources).invoke(lookup, {"city": "bergen"})
+    assert found == {"city": "bergen", "latitude": 60.39, "longitude": 5.32}
+    with pytest.raises(ToolError, match="no MCP server is configured"):
+        await Invoker(None, PythonTools()).invoke(lookup, {"city": "bergen"})
