@@ -36,6 +36,8 @@ from proxy.config import Settings
 from proxy.execute.service import ToolExecutor
 from proxy.logs import startup_line
 from proxy.mcp.sources import McpSources
+from proxy.mcp_server.endpoint import McpEndpoint
+from proxy.mcp_server.service import CatalogTools
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
@@ -74,6 +76,7 @@ class AppServices:
     relayed: RelayService  # embeddings, completions, moderations
     models: ModelCatalog  # GET /v1/models
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
+    mcp_endpoint: McpEndpoint  # /mcp: the catalog for MCP clients
     readiness: Readiness
     master_key: bytes | None
     admin_key: bytes | None
@@ -132,6 +135,10 @@ async def open_services(
         catalog.preload()
         stack.push_async_callback(catalog.settle)  # before the stores close under it
     log.info(startup_line(settings, _catalog_state(settings)))
+    endpoint = McpEndpoint(
+        CatalogTools(catalog, executor), _key_bytes(settings.master_key), settings.secrets()
+    )
+    await stack.enter_async_context(endpoint.run())
     modes = _modes(settings, router, upstreams, select, orchestrator)
     relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
     native = NativeResponses(
@@ -146,6 +153,7 @@ async def open_services(
         relayed=relayed,
         models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
         registry=registry,
+        mcp_endpoint=endpoint,
         readiness=Readiness(_checks(settings, redis, session, catalog, mcp)),
         master_key=_key_bytes(settings.master_key),
         admin_key=_key_bytes(settings.admin_key),

@@ -50,6 +50,7 @@ _PLACES = {
     "proxy.registry": "modes",
     "proxy.passthrough": "modes",
     "proxy.responses_api": "modes",
+    "proxy.mcp_server": "web",
     "proxy.app": "web",
     "proxy.services": "web",
     "proxy.readiness": "web",
