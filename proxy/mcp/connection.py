@@ -88,8 +88,14 @@ class McpConnection:
     async def aclose(self) -> None:
         self._closing = True
         self._wake.set()
-        if self._task is not None:
-            await self._task
+        task = self._task
+        if task is None:
+            return
+        if self._client is None:  # still starting: no need to wait out connect_timeout
+            task.cancel()
+        await asyncio.wait([task])  # a cancel of aclose itself still reaches its caller
+        if not task.cancelled():
+            task.result()  # a bug in the supervisor is raised, never lost
 
     async def call(self, tool: str, arguments: Mapping[str, JsonValue]) -> JsonValue:
         """``tools/call``; the output, or a :class:`ToolError`."""
@@ -151,7 +157,8 @@ class McpConnection:
             log.exception("MCP server %s failed", self.name)
         finally:
             self._client = None
-            await self._on_tools(self.name, None)
+            if not self._closing:  # at shutdown, no other process needs to hear of it
+                await self._on_tools(self.name, None)
         return served
 
     @property

@@ -85,8 +85,7 @@ async def test_a_server_that_never_answers_initialize_times_out_unavailable(
         with pytest.raises(ToolError, match="not connected"):
             await mcp.invoke(stub, {})
     finally:
-        async with asyncio.timeout(60):  # closing kills the mute process, no hang
-            await mcp.aclose()
+        await mcp.aclose()
 
 
 def tool_stub(server: str, name: str) -> Tool:
@@ -122,3 +121,12 @@ async def test_an_http_server_that_refuses_connections_is_unavailable(
         assert mcp.connected() == []
     finally:
         await mcp.aclose()
+
+
+async def test_closing_does_not_wait_for_a_server_still_starting(store: InProcessStore) -> None:
+    mute = python_server("mute", "--silent", connect_timeout=600.0)
+    mcp = McpSources([mute], 30.0, store)
+    mcp.start()
+    async with asyncio.timeout(60):  # not the 600 s of its connect timeout
+        await mcp.aclose()
+    assert mcp.connected() == []
