@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -207,31 +208,60 @@ def proxy(start_proxy: StartProxy) -> ServerThread:
     return start_proxy(upstream_api_key="sk-upstream-secret-0123456789")
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[str]:
-    """A redis-server of the tests' own on a free port (never the machine's 6379)."""
+@dataclass(frozen=True)
+class RedisServer:
+    """A redis-server that :func:`running_redis` started."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@contextlib.contextmanager
+def running_redis(*extra: str) -> Iterator[RedisServer]:
+    """A redis-server of the tests' own on a free port (never the machine's 6379), with
+    no persistence and ``extra`` arguments (``--requirepass``, …); stopped on the way
+    out, unless a test has stopped it already."""
     binary = shutil.which("redis-server")
     if binary is None:
         unavailable("redis-server is not installed")
+    assert binary is not None
     port = free_port()
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [binary, *args, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    try:
+        _wait_listening(port, process)
+        yield RedisServer(port, process)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(10)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
+            return
         except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
+            if process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("redis-server did not start")
             time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    process.terminate()
-    process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """The URL of a redis-server the whole session shares."""
+    with running_redis() as redis:
+        yield redis.url
 
 
 @pytest.fixture(scope="session")
