@@ -223,7 +223,8 @@ class Planner(_Section):
         default="llm",
         description="How a sub-task's tool is chosen from its candidates: `llm` asks the model; "
         "`confident` takes the first candidate without asking when it is also the most similar "
-        "by at least `pick_margin`, and asks otherwise; `first` always takes the first (no "
+        "by at least `pick_margin`, and asks otherwise (always when there is a single "
+        "candidate: nothing to compare with); `first` always takes the first (no "
         "LLM call, as the `graph` policy picks).",
     )
     pick_margin: float = Field(

@@ -5,7 +5,9 @@ completed by the LLM from its sub-task and the compressed outputs of the nodes i
 depends on (and any ``background``: earlier results of the conversation) before
 the call; without one, they go as the plan bound them. A call whose tool and
 arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
-is answered from there instead of running again.
+is answered from there instead of running again. When the tool rejects arguments
+the model wrote (its input error), :meth:`CatalogRunner.revise` has them written once
+more with the tool's message, and the scheduler calls again.
 
 Each output is compressed once, as its call finishes and inside the call's
 timeout (the scheduler's window covers all of :meth:`CatalogRunner.run`): the
@@ -60,6 +62,9 @@ class CatalogRunner:
         self._background = background or {}
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
         self.reused: set[str] = set()  # node ids answered from an earlier turn
+        self.rejected: dict[str, str] = {}  # node id → the tool's error fed back to the writer
+        # node id → the plan's fixed arguments and the inputs, kept while a revision may come
+        self._written: dict[str, tuple[dict[str, JsonValue], dict[str, str]]] = {}
 
     def tool(self, node: PlanNode) -> Tool:
         tool = self._tools.get(node.tool)
@@ -77,6 +82,31 @@ class CatalogRunner:
         """Write the arguments (outside the call's own time window, see the scheduler)."""
         if self._writer is not None:
             await self._write(self._writer, node, self.tool(node), arguments, context)
+
+    async def revise(
+        self,
+        node: PlanNode,
+        arguments: dict[str, JsonValue],
+        context: Mapping[str, JsonValue],
+        error: str,
+    ) -> bool:
+        """Rewrite the arguments the tool rejected with ``error``, once per node and only
+        when the model wrote them (the plan's own values are not the writer's to change)."""
+        writer, model, written = self._writer, self._model, self._written.pop(node.id, None)
+        if writer is None or model is None or written is None:
+            return False
+        fixed, inputs = written
+        sent = dict(arguments)
+        try:
+            revised = await writer.revise(
+                self.tool(node), node.task, fixed, inputs, model, sent, error
+            )
+        finally:
+            self.rejected[node.id] = error
+        self.attempts[node.id] = self.attempts.get(node.id, 0) + revised.attempts
+        arguments.clear()
+        arguments.update(revised.arguments)
+        return True
 
     async def run(
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
@@ -108,12 +138,15 @@ class CatalogRunner:
         inputs = dict(self._background)
         # Every dependency ran (and was compressed) before this call could start.
         inputs.update({dep: self.compressed[dep].text for dep in context})
+        fixed = dict(arguments)
         try:
-            written = await writer.write(tool, node.task, arguments, inputs, self._model)
+            written = await writer.write(tool, node.task, fixed, inputs, self._model)
         except NoValidArguments as exc:
             self.attempts[node.id] = exc.attempts
             raise
         self.attempts[node.id] = written.attempts
+        if written.attempts:
+            self._written[node.id] = (fixed, inputs)
         arguments.clear()
         arguments.update(written.arguments)
 

@@ -43,6 +43,7 @@ class ExecutedPlan:
     compressed: dict[str, Compressed] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)  # LLM replies per call's arguments
     reused: set[str] = field(default_factory=set)  # calls answered from an earlier turn
+    rejected: dict[str, str] = field(default_factory=dict)  # the tool's error the writer saw
 
     def answer_inputs(self) -> dict[str, str]:
         """What the answering LLM may read: the compressed outputs the plan marks for it."""
@@ -122,4 +123,10 @@ class ToolExecutor:
             for node_id, record in run.records.items()
             if record.outcome is Outcome.OK
         }
-        return ExecutedPlan(run, compressed, attempts=runner.attempts, reused=runner.reused)
+        return ExecutedPlan(
+            run,
+            compressed,
+            attempts=runner.attempts,
+            reused=runner.reused,
+            rejected=runner.rejected,
+        )
