@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -482,6 +483,14 @@ class Settings(BaseSettings):
         description="MCP servers whose tools join the catalog (stdio `{name, command, env, cwd}` "
         "or streamable HTTP `{name, url, headers}`); run in orchestrate mode through `tools/call`.",
     )
+
+    @field_validator("retriever")
+    @classmethod
+    def _onnx_under_data_dir(cls, value: Retriever, info: ValidationInfo) -> Retriever:
+        data_dir = info.data.get("data_dir")
+        if value.onnx_dir is not None or not isinstance(data_dir, Path):
+            return value
+        return value.model_copy(update={"onnx_dir": data_dir / "onnx"})
 
     @field_validator("upstream_base_url")
     @classmethod

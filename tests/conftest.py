@@ -19,6 +19,7 @@ import openai
 import pytest
 import uvicorn
 
+import retriever.config
 from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from eval.fake_upstream import FakeUpstream
 from proxy.app import create_app
@@ -139,13 +140,25 @@ def _loaded_on_demand(settings: Settings) -> Settings:
     return settings.model_copy(update={"orchestrate": orchestrate})
 
 
+@pytest.fixture(scope="session")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One folder of ONNX exports for the whole session, the CLI's subprocesses included:
+    an export takes seconds of CPU, and every test's own data_dir would pay for it again."""
+    folder = tmp_path_factory.mktemp("onnx")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retriever.config, "DEFAULT_ONNX_DIR", folder)
+        yield folder
+
+
 @pytest.fixture(autouse=True)
-def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Tests see only the TOOLGRAPH_ variables they set themselves."""
+def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, onnx_dir: Path) -> None:
+    """Tests see only the TOOLGRAPH_ variables they set themselves (and the session's
+    ONNX folder)."""
     for name in list(os.environ):
         if name.upper().startswith("TOOLGRAPH_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TOOLGRAPH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TOOLGRAPH_RETRIEVER__ONNX_DIR", str(onnx_dir))
 
 
 @pytest.fixture(scope="session")
