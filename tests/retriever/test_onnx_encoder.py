@@ -84,7 +84,7 @@ def test_a_corrupt_export_is_exported_again(
 def test_an_export_that_cannot_be_written_is_a_clear_error(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
-    with pytest.raises(ModelExportFailed, match="could not export .*retriever.runtime: torch"):
+    with pytest.raises(ModelExportFailed, match=r"could not export .*retriever\.runtime: torch"):
         OnnxEncoder(bundled_model_path(), "mean", "fp32", blocked / "onnx")
 
 
