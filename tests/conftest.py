@@ -140,11 +140,18 @@ def _loaded_on_demand(settings: Settings) -> Settings:
     return settings.model_copy(update={"orchestrate": orchestrate})
 
 
+#: ONNX exports kept between test sessions of one checkout (git ignores .cache/).
+ONNX_DIR = Path(__file__).resolve().parents[1] / ".cache" / "tests" / "onnx"
+
+
 @pytest.fixture(scope="session")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One folder of ONNX exports for the whole session, the CLI's subprocesses included:
-    an export takes seconds of CPU, and every test's own data_dir would pay for it again."""
-    folder = tmp_path_factory.mktemp("onnx")
+def onnx_dir() -> Iterator[Path]:
+    """One folder of ONNX exports for every session of this checkout, the CLI's
+    subprocesses included: an export takes half a minute of CPU (minutes under load, past
+    a test's timeout), and every test's own data_dir would pay for it again. The file name
+    changes with the weights and onnxruntime's release, so a kept file is never stale."""
+    folder = ONNX_DIR
+    folder.mkdir(parents=True, exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(retriever.config, "DEFAULT_ONNX_DIR", folder)
         yield folder
