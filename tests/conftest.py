@@ -144,6 +144,16 @@ def _loaded_on_demand(settings: Settings) -> Settings:
 ONNX_DIR = Path(__file__).resolve().parents[1] / ".cache" / "tests" / "onnx"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Export the bundled model's ONNX graph before any test runs when this checkout has
+    none yet (a fresh clone): the export would otherwise count against the timeout of
+    whichever test first loads the encoder, and under load it has taken minutes."""
+    from retriever.embedder import bundled_model_path
+    from retriever.onnx_encoder import OnnxEncoder
+
+    OnnxEncoder(bundled_model_path(), "mean", "fp32", ONNX_DIR)
+
+
 @pytest.fixture(scope="session")
 def onnx_dir() -> Iterator[Path]:
     """One folder of ONNX exports for every session of this checkout, the CLI's
