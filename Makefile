@@ -3,12 +3,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format bench bench-load llm test-e2e e2e clean
+.PHONY: run test lint format bench bench-load llm test-e2e e2e mcp-servers clean
 
 run: $(VENV)/.installed
 	$(BIN)/toolgraph serve
 
-test: $(VENV)/.installed-dev
+# The npm MCP servers the tests start (tests/mcp/everything), from their lockfile.
+MCP_SERVERS := tests/mcp/everything/node_modules/.installed
+
+test: $(VENV)/.installed-dev $(MCP_SERVERS)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -41,6 +44,12 @@ test-e2e: $(VENV)/.installed-dev llm
 e2e: $(VENV)/.installed-dev llm
 	$(BIN)/python -m eval.e2e
 
+mcp-servers: $(MCP_SERVERS)
+
+$(MCP_SERVERS): tests/mcp/everything/package-lock.json
+	cd tests/mcp/everything && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -54,4 +63,4 @@ $(VENV)/.installed-dev: pyproject.toml
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp/everything/node_modules

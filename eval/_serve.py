@@ -15,9 +15,12 @@ from eval._bench_services import free_port
 
 
 @contextmanager
-def serve_in_thread(app: ASGIApp, ready_timeout: float = 60) -> Iterator[str]:
+def serve_in_thread(
+    app: ASGIApp, ready_timeout: float = 60, *, wait_loaded: bool = True
+) -> Iterator[str]:
     """Serve ``app`` on a free loopback port; yields its base URL once the catalog it
-    loads at start-up is loaded (nothing measured pays for it), stops it after."""
+    loads at start-up is loaded (nothing measured pays for it; ``wait_loaded=False``
+    for an app that is not a proxy), stops it after."""
     port = free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, loop="uvloop", http="httptools", ws="none",
@@ -32,7 +35,8 @@ def serve_in_thread(app: ASGIApp, ready_timeout: float = 60) -> Iterator[str]:
             raise SystemExit("the proxy did not start in time")
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port}"
-    _wait_loaded(url, time.monotonic() + max(ready_timeout, 600))
+    if wait_loaded:
+        _wait_loaded(url, time.monotonic() + max(ready_timeout, 600))
     try:
         yield url
     finally:

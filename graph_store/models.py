@@ -52,6 +52,11 @@ class Provenance(_Record):
     format: str
     file: str = ""
     item: str = ""
+    hints: dict[str, bool] = Field(
+        default_factory=dict,
+        description="What the source says of the tool's effects (MCP's readOnlyHint, "
+        "destructiveHint, idempotentHint, openWorldHint), as it said it.",
+    )
 
 
 class Tool(_Record):

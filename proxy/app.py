@@ -17,6 +17,7 @@ from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.logs import configure_logging
+from proxy.mcp_server.router import route as mcp_route
 from proxy.middleware import ObservabilityMiddleware, UnprefixedPaths
 from proxy.orchestrate import router as orchestrate_router
 from proxy.passthrough.router import routes as relayed_routes
@@ -47,6 +48,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app.include_router(health.router)
     app.include_router(registry_router.router)
     app.include_router(orchestrate_router.router)
+    app.router.routes.append(mcp_route)
     _add_error_handlers(app, settings.secrets())
     app.add_middleware(UnprefixedPaths, router=app.router)
     app.add_middleware(ObservabilityMiddleware, secrets=settings.secrets())

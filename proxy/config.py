@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -223,7 +224,8 @@ class Planner(_Section):
         default="llm",
         description="How a sub-task's tool is chosen from its candidates: `llm` asks the model; "
         "`confident` takes the first candidate without asking when it is also the most similar "
-        "by at least `pick_margin`, and asks otherwise; `first` always takes the first (no "
+        "by at least `pick_margin`, and asks otherwise (always when there is a single "
+        "candidate: nothing to compare with); `first` always takes the first (no "
         "LLM call, as the `graph` policy picks).",
     )
     pick_margin: float = Field(
@@ -278,11 +280,12 @@ class Orchestrate(_Section):
         "used here (a notice through Redis makes it sooner).",
     )
     gate: bool = Field(
-        default=False,
-        description="Ask the learned no-tool gate first: a request no catalog tool serves is "
-        "answered by the upstream directly, without planning (the trace says `gate: no_tool`). "
-        "Off by default: on the built-in catalog it sends the quick start's wavelength question "
-        "and a cross product to the no-tool path (scores 0.23 and 0.21, threshold 0.37).",
+        default=True,
+        description="Ask the learned no-tool gate first (retriever/gate): a request no catalog "
+        "tool serves is answered by the upstream directly, without planning (the trace says "
+        "`gate: no_tool` and its score). Its threshold is cautious (fitted to keep 98 % of "
+        "the requests that need a tool on the tool side), so it skips planning only where it "
+        "is sure; off: every request is planned.",
     )
     keepalive: float = Field(
         default=5.0, gt=0, description="Seconds between SSE keep-alive comments while tools run."
@@ -341,6 +344,57 @@ class Responses(_Section):
         description="Largest stored response with its conversation (each keeps the whole "
         "conversation up to it); a larger one is answered, logged and not stored.",
     )
+
+
+class McpServer(_Section):
+    """One MCP server whose tools join the catalog: a command line (stdio) or a URL
+    (streamable HTTP), one of the two."""
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,32}$",
+        description="The server's name: its tools are named `<name>_<tool>` in the catalog.",
+    )
+    command: list[str] = Field(
+        default_factory=list, description="stdio: the server's argv, e.g. `[npx, my-server]`."
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="stdio: environment variables for the server, over a minimal inherited set "
+        "(PATH, HOME…).",
+    )
+    cwd: Path | None = Field(default=None, description="stdio: the server's working directory.")
+    url: str | None = Field(default=None, description="Streamable HTTP: the server's endpoint.")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="Streamable HTTP: headers sent with every request; a value `env:NAME` is "
+        "read from that environment variable (keys stay out of the YAML).",
+    )
+    connect_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds to start the server and finish `initialize`."
+    )
+    call_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Seconds one `tools/call` may take; `executor.call_timeout` if unset.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        return _check_http_url(value)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if bool(self.command) == (self.url is not None):
+            raise ValueError("an MCP server needs exactly one of command (stdio) or url (HTTP)")
+        return self
+
+    def header_values(self) -> dict[str, str]:
+        """The headers with every `env:NAME` value read from the environment (missing: empty)."""
+        return {
+            key: os.environ.get(value[4:], "") if value.startswith("env:") else value
+            for key, value in self.headers.items()
+        }
 
 
 class DatabasePack(_Section):
@@ -483,6 +537,19 @@ class Settings(BaseSettings):
     orchestrate: Orchestrate = Field(default_factory=Orchestrate)
     responses: Responses = Field(default_factory=Responses)
     packs: Packs = Field(default_factory=Packs)
+    mcp_servers: list[McpServer] = Field(
+        default_factory=list,
+        description="MCP servers whose tools join the catalog (stdio `{name, command, env, cwd}` "
+        "or streamable HTTP `{name, url, headers}`); run in orchestrate mode through `tools/call`.",
+    )
+
+    @field_validator("retriever")
+    @classmethod
+    def _onnx_under_data_dir(cls, value: Retriever, info: ValidationInfo) -> Retriever:
+        data_dir = info.data.get("data_dir")
+        if value.onnx_dir is not None or not isinstance(data_dir, Path):
+            return value
+        return value.model_copy(update={"onnx_dir": data_dir / "onnx"})
 
     @field_validator("upstream_base_url")
     @classmethod
@@ -501,6 +568,15 @@ class Settings(BaseSettings):
             seen.add(route.name)
         return routes
 
+    @field_validator("mcp_servers")
+    @classmethod
+    def _check_mcp_names(cls, servers: list[McpServer]) -> list[McpServer]:
+        names = [server.name for server in servers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"MCP server names must be unique: {', '.join(twice)}")
+        return servers
+
     def secrets(self) -> list[str]:
         """Every key toolgraph knows, so that none is ever echoed to a client."""
         held = (self.upstream_api_key, self.master_key, self.admin_key)
@@ -509,6 +585,12 @@ class Settings(BaseSettings):
         if self.neo4j_uri and (password := urlsplit(self.neo4j_uri).password):
             keys.append(unquote(password))
         keys += [key for cred in self.executor.credentials if (key := cred.value())]
+        keys += [
+            value
+            for server in self.mcp_servers
+            for name, value in server.header_values().items()
+            if value and server.headers[name].startswith("env:")
+        ]
         keys += [key for database in self.packs.database if (key := database.password())]
         return keys
 

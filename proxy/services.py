@@ -29,12 +29,15 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 from starlette.requests import HTTPConnection
 
-from graph_store.store import open_store
+from graph_store.store import GraphStore, open_store
 from proxy import metrics
 from proxy.chat.service import ChatService, Rewrite
 from proxy.config import Settings
 from proxy.execute.service import ToolExecutor
 from proxy.logs import startup_line
+from proxy.mcp.sources import McpSources
+from proxy.mcp_server.endpoint import McpEndpoint
+from proxy.mcp_server.service import CatalogTools
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
@@ -73,6 +76,7 @@ class AppServices:
     relayed: RelayService  # embeddings, completions, moderations
     models: ModelCatalog  # GET /v1/models
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
+    mcp_endpoint: McpEndpoint  # /mcp: the catalog for MCP clients
     readiness: Readiness
     master_key: bytes | None
     admin_key: bytes | None
@@ -106,12 +110,15 @@ async def open_services(
     upstreams = Upstreams(relay, LiteLLMUpstream(settings.timeouts.request))
     stack.push_async_callback(upstreams.litellm.aclose)
     stack.push_async_callback(upstreams.relay.aclose)  # closes the session
-    executor = ToolExecutor(settings.executor, redis, databases=settings.packs.database)
-    stack.push_async_callback(executor.aclose)
     store = None
-    if settings.admin_key is not None:  # the registry's store, opened now
+    if settings.admin_key is not None or settings.mcp_servers:  # the registry's or MCP's
         store = open_store(settings.data_dir, settings.neo4j_uri)
-    catalog = CatalogService(settings, select, store)
+    mcp = _mcp_sources(settings, store)
+    executor = ToolExecutor(
+        settings.executor, redis, mcp=mcp, databases=settings.packs.database
+    )
+    stack.push_async_callback(executor.aclose)
+    catalog = CatalogService(settings, select, store, mcp.available if mcp else None)
     stack.push_async_callback(catalog.aclose)
     orchestrator = Orchestrator(
         settings, catalog, executor, router, upstreams, Stores.open(redis, settings.orchestrate)
@@ -122,10 +129,18 @@ async def open_services(
     registry = None
     if store is not None:
         registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
+    if mcp is not None:  # started once the catalog hears its changes; closed before the store
+        mcp.on_change = notices.announce
+        mcp.start()
+        stack.push_async_callback(mcp.aclose)
     if settings.orchestrate.preload:
         catalog.preload()
         stack.push_async_callback(catalog.settle)  # before the stores close under it
     log.info(startup_line(settings, _catalog_state(settings)))
+    endpoint = McpEndpoint(
+        CatalogTools(catalog, executor), _key_bytes(settings.master_key), settings.secrets()
+    )
+    await stack.enter_async_context(endpoint.run())
     modes = _modes(settings, router, upstreams, select, orchestrator)
     relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
     native = NativeResponses(
@@ -140,7 +155,8 @@ async def open_services(
         relayed=relayed,
         models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
         registry=registry,
-        readiness=Readiness(_checks(settings, redis, session, catalog)),
+        mcp_endpoint=endpoint,
+        readiness=Readiness(_checks(settings, redis, session, catalog, mcp)),
         master_key=_key_bytes(settings.master_key),
         admin_key=_key_bytes(settings.admin_key),
     )
@@ -173,8 +189,11 @@ def _checks(
     redis: Redis | None,
     session: aiohttp.ClientSession,
     catalog: CatalogService,
+    mcp: McpSources | None,
 ) -> dict[str, Check]:
-    """Readiness: every store that is configured, and the catalog once it is loaded."""
+    """Readiness: every store that is configured, the catalog once it is loaded, and
+    the MCP servers' first connection attempts (a server that is down does not take
+    the process out of rotation: its tools are left out until it is back)."""
     checks: dict[str, Check] = {}
     if redis is not None:
         checks["redis"] = redis_check(redis)
@@ -183,7 +202,23 @@ def _checks(
     if settings.neo4j_uri:
         checks["neo4j"] = neo4j_check(settings.neo4j_uri)
     checks["catalog"] = _catalog_check(catalog)
+    if mcp is not None:
+        checks["mcp"] = _mcp_check(mcp)
     return checks
+
+
+def _mcp_sources(settings: Settings, store: GraphStore | None) -> McpSources | None:
+    if not settings.mcp_servers or store is None:
+        return None
+    return McpSources(settings.mcp_servers, settings.executor.call_timeout, store)
+
+
+def _mcp_check(mcp: McpSources) -> Check:
+    async def check() -> None:
+        if mcp.loading:
+            raise Loading
+
+    return check
 
 
 def _catalog_check(catalog: CatalogService) -> Check:

@@ -79,7 +79,8 @@ class AdaptedEncoder:
                 f"the adapter maps {adapter.matrix.shape[0]}-dimensional vectors but "
                 f"{base.name} makes {base.dim}-dimensional ones"
             )
-        if adapter.base_model != base.name:
+        # An ONNX export at another precision (``…:onnx-int8``) is the same model's space.
+        if adapter.base_model != base.name.split(":onnx-")[0]:
             raise AdapterError(
                 f"the adapter was trained on {adapter.base_model}, not on {base.name}: "
                 "train one for this model or set retriever.adapter: false"

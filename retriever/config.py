@@ -11,6 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 DocumentVariant = Literal["name_description", "enriched"]
 
+#: Where ONNX exports go when neither ``onnx_dir`` nor the proxy's data_dir says (the
+#: proxy's default data_dir, so the CLI and the proxy share one export).
+DEFAULT_ONNX_DIR = Path.home() / ".local" / "share" / "toolgraph" / "onnx"
+
 
 class RetrieverConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -45,7 +49,25 @@ class RetrieverConfig(BaseModel):
         default=1,
         ge=1,
         le=256,
-        description="Torch threads on CPU; one keeps a busy machine's latency steady.",
+        description="Threads of one forward pass on CPU (torch or onnxruntime); one keeps a busy "
+        "machine's latency steady.",
+    )
+    runtime: Literal["auto", "onnx", "torch"] = Field(
+        default="auto",
+        description="What runs a `flag` model on CPU. `auto`: onnxruntime when it is installed "
+        "(torch when it is not, or when the export fails), torch on CUDA and for `bge-m3`; "
+        "`onnx`: onnxruntime or a start-up error; `torch`: torch always.",
+    )
+    onnx_precision: Literal["fp32", "fp16", "int8"] = Field(
+        default="fp32",
+        description="Weights of the ONNX export. `fp32` gives torch's vectors (cosine >= 0.9999); "
+        "`int8` is about 1.5-2x faster with cosine about 0.985 and its own cache space; `fp16` is "
+        "no faster on CPU (retriever/README.md, Latency).",
+    )
+    onnx_dir: Path | None = Field(
+        default=None,
+        description="Folder of the ONNX exports, written on first use from the local weights; "
+        "unset, `onnx` under data_dir.",
     )
     batch_window_ms: float = Field(
         default=2.0,
@@ -110,3 +132,7 @@ class RetrieverConfig(BaseModel):
         ge=1,
         description="Enums with at most this many values are left whole.",
     )
+
+    def onnx_folder(self) -> Path:
+        """``onnx_dir``, or :data:`DEFAULT_ONNX_DIR` when unset."""
+        return self.onnx_dir or DEFAULT_ONNX_DIR

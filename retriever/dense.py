@@ -1,25 +1,44 @@
-"""The hot path's exact search: one float32 matrix in process memory, kept in step
-with the Qdrant collection (see :mod:`retriever.qdrant_store`). On a GPU the matrix
-lives there as a torch tensor; on CPU a numpy matrix-vector product over 47k x 384
-takes about a millisecond.
+"""The hot path's dense search: one float32 matrix in process memory, kept in step with
+the Qdrant collection (see :mod:`retriever.qdrant_store`), and beside it, for large
+catalogs, an int8 copy that picks candidates (:mod:`retriever._int8_search`).
+
+Over 47k x 384 the exact float32 product took about 16 ms a query on this machine; the
+int8 pass reads a quarter of the bytes and the candidates it keeps
+(:data:`RESCORED`, or four times ``k`` when more) are scored exactly, so the scores
+returned are always the float32 ones and only the choice of candidates is approximate
+(retriever/README.md, "Latency", measures what that costs in recall).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from retriever._int8_search import Int8Matrix
 from retriever.embedder import Vectors
 from retriever.fusion import top_k
 
+log = logging.getLogger(__name__)
+
 Mask = npt.NDArray[np.bool_]
+
+#: Rows from which the int8 pass is used; below it the exact product is already cheap.
+COMPRESS_FROM = 8192
+
+#: Candidates the int8 pass hands to the exact scoring (at least; 4 x k when larger).
+RESCORED = 256
 
 
 class DenseMatrix:
-    def __init__(self, vectors: Vectors) -> None:
+    def __init__(self, vectors: Vectors, *, compress: bool | None = None) -> None:
+        """``compress``: search through an int8 copy first; None decides by size (and
+        by whether onnxruntime is installed)."""
         self._matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        wanted = len(self._matrix) >= COMPRESS_FROM if compress is None else compress
+        self._int8 = _int8_copy(self._matrix) if wanted and len(self._matrix) else None
 
     def __len__(self) -> int:
         return int(self._matrix.shape[0])
@@ -28,17 +47,43 @@ class DenseMatrix:
     def matrix(self) -> Vectors:
         return self._matrix
 
+    @property
+    def compressed(self) -> bool:
+        return self._int8 is not None
+
     def scores(self, query: Vectors) -> npt.NDArray[np.float32]:
-        """Cosine similarity of every row with a normalised query."""
+        """Cosine similarity of every row with a normalised query (exact)."""
         scores: npt.NDArray[np.float32] = self._matrix @ query.astype(np.float32)
         return scores
 
     def search(self, query: Vectors, k: int, mask: Mask | None = None) -> list[tuple[int, float]]:
+        """The ``k`` rows most similar to ``query`` among those ``mask`` keeps, best first,
+        with their exact scores."""
+        if self._int8 is None:
+            return self._exact(query, k, mask)
+        approximate = self._int8.scores(query)
+        if mask is not None:
+            approximate = np.where(mask, approximate, -np.inf).astype(np.float32)
+        candidates = top_k(approximate, max(RESCORED, 4 * k))
+        candidates = candidates[np.isfinite(approximate[candidates])]
+        exact = self._matrix[candidates] @ query.astype(np.float32)
+        order = top_k(exact, k)
+        return [(int(candidates[i]), float(exact[i])) for i in order]
+
+    def _exact(self, query: Vectors, k: int, mask: Mask | None) -> list[tuple[int, float]]:
         scores = self.scores(query)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf).astype(np.float32)
         ranked = top_k(scores, k)
         return [(int(i), float(scores[i])) for i in ranked if np.isfinite(scores[i])]
+
+
+def _int8_copy(matrix: Vectors) -> Int8Matrix | None:
+    try:
+        return Int8Matrix(matrix)
+    except ImportError:
+        log.info("onnxruntime or onnx is not installed: dense search stays exact float32")
+        return None
 
 
 def mask_for(values: Sequence[str], wanted: str | None) -> Mask | None:

@@ -2,6 +2,7 @@
 
 RetrieverError
  ├── ModelNotFound     the configured model folder does not exist or is not a model
+ │    └── ModelExportFailed  the ONNX export of the model cannot be written or loaded
  ├── IndexNotBuilt     a search over a catalog that has no index yet
  ├── VectorStoreError  Qdrant failed a call (unreachable, or a collection that no longer works)
  ├── FoldersTaken      every local Qdrant folder is held by another process
@@ -16,6 +17,10 @@ class RetrieverError(Exception):
 
 
 class ModelNotFound(RetrieverError):
+    pass
+
+
+class ModelExportFailed(ModelNotFound):
     pass
 
 

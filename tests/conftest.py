@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -18,6 +19,7 @@ import openai
 import pytest
 import uvicorn
 
+import retriever.config
 from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from eval.fake_upstream import FakeUpstream
 from eval.postgres_server import PostgresServer, PostgresUnavailable
@@ -139,13 +141,42 @@ def _loaded_on_demand(settings: Settings) -> Settings:
     return settings.model_copy(update={"orchestrate": orchestrate})
 
 
+#: ONNX exports kept between test sessions of one checkout (git ignores .cache/).
+ONNX_DIR = Path(__file__).resolve().parents[1] / ".cache" / "tests" / "onnx"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Export the bundled model's ONNX graph before any test runs when this checkout has
+    none yet (a fresh clone): the export would otherwise count against the timeout of
+    whichever test first loads the encoder, and under load it has taken minutes."""
+    from retriever.embedder import bundled_model_path
+    from retriever.onnx_encoder import OnnxEncoder
+
+    OnnxEncoder(bundled_model_path(), "mean", "fp32", ONNX_DIR)
+
+
+@pytest.fixture(scope="session")
+def onnx_dir() -> Iterator[Path]:
+    """One folder of ONNX exports for every session of this checkout, the CLI's
+    subprocesses included: an export takes half a minute of CPU (minutes under load, past
+    a test's timeout), and every test's own data_dir would pay for it again. The file name
+    changes with the weights and onnxruntime's release, so a kept file is never stale."""
+    folder = ONNX_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(retriever.config, "DEFAULT_ONNX_DIR", folder)
+        yield folder
+
+
 @pytest.fixture(autouse=True)
-def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Tests see only the TOOLGRAPH_ variables they set themselves."""
+def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, onnx_dir: Path) -> None:
+    """Tests see only the TOOLGRAPH_ variables they set themselves (and the session's
+    ONNX folder)."""
     for name in list(os.environ):
         if name.upper().startswith("TOOLGRAPH_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TOOLGRAPH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TOOLGRAPH_RETRIEVER__ONNX_DIR", str(onnx_dir))
 
 
 @pytest.fixture(scope="session")
@@ -208,31 +239,60 @@ def proxy(start_proxy: StartProxy) -> ServerThread:
     return start_proxy(upstream_api_key="sk-upstream-secret-0123456789")
 
 
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[str]:
-    """A redis-server of the tests' own on a free port (never the machine's 6379)."""
+@dataclass(frozen=True)
+class RedisServer:
+    """A redis-server that :func:`running_redis` started."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+
+@contextlib.contextmanager
+def running_redis(*extra: str) -> Iterator[RedisServer]:
+    """A redis-server of the tests' own on a free port (never the machine's 6379), with
+    no persistence and ``extra`` arguments (``--requirepass``, …); stopped on the way
+    out, unless a test has stopped it already."""
     binary = shutil.which("redis-server")
     if binary is None:
         unavailable("redis-server is not installed")
+    assert binary is not None
     port = free_port()
+    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [binary, *args, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    try:
+        _wait_listening(port, process)
+        yield RedisServer(port, process)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+        process.wait(10)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
+            return
         except OSError:
-            if time.monotonic() > deadline:
-                process.kill()
+            if process.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("redis-server did not start")
             time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    process.terminate()
-    process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """The URL of a redis-server the whole session shares."""
+    with running_redis() as redis:
+        yield redis.url
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from eval.e2e.arms import ARMS, Arm
+from eval.e2e.bfcl import bfcl_tasks
 from eval.e2e.report import markdown, plot, summarise
 from eval.e2e.run import (
     Row,
@@ -45,6 +46,7 @@ from eval.llm.launch import MODEL_NAME, local_model
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "eval" / "results"
 CORPUS = ROOT.parent / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
+BFCL = ROOT.parent / "shared" / "data" / "train" / "bfcl"
 LOG = ROOT / ".bench" / "e2e.log"
 
 
@@ -63,6 +65,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="a planner setting for the proxy, e.g. reflection_rounds=0 (repeatable)",
     )  # fmt: skip
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="toolbench corpus.jsonl.gz")
+    parser.add_argument(
+        "--bfcl", type=Path, default=BFCL,
+        help="BFCL's data folder (its executable tasks join the tasks and their tools the "
+        "catalogs; 'none' runs the built-in tasks alone)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -71,16 +78,18 @@ def config_from(args: argparse.Namespace, upstream: str) -> RunConfig:
     unknown = set(arms) - set(ARMS)
     if unknown:
         raise SystemExit(f"unknown arms: {', '.join(sorted(unknown))} (known: {', '.join(ARMS)})")
-    tasks = TASKS
+    bfcl = None if str(args.bfcl) == "none" else args.bfcl
+    known = TASKS + (bfcl_tasks(bfcl) if bfcl is not None else ())
+    tasks = known
     if args.tasks:
         wanted = args.tasks.split(",")
-        tasks = tuple(task for task in TASKS if task.id in wanted)
+        tasks = tuple(task for task in known if task.id in wanted)
         missing = set(wanted) - {task.id for task in tasks}
         if missing:
             raise SystemExit(f"unknown tasks: {', '.join(sorted(missing))}")
     return RunConfig(
         upstream, args.model, tuple(args.sizes), cast(tuple[Arm, ...], arms), tasks,
-        args.corpus, args.timeout, dict(args.planner),
+        args.corpus, args.timeout, dict(args.planner), bfcl,
     )  # fmt: skip
 
 

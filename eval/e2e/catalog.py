@@ -1,6 +1,7 @@
 """The catalogs the tasks run over: the built-in pack hidden among ToolBench distractors.
 
-A catalog of size N is the five built-in tools and the first N - 5 of one seeded
+A catalog of size N is the five built-in tools, the task tools of BFCL's
+executable tasks (:mod:`eval.e2e.bfcl`, five) and the first N - 10 of one seeded
 shuffle of ToolBench's APIs (``toolbench_stable/corpus.jsonl.gz``), so the
 distractors of a smaller catalog are those of every larger one. APIs whose name or
 description speaks of calculation, math or physics are left out: those would be
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
@@ -48,12 +50,12 @@ def _usable(tool: Tool) -> bool:
     )
 
 
-def catalog(size: int, corpus: Path) -> list[Tool]:
-    """The built-in tools and ``size`` - 5 distractors."""
-    builtins = builtin_tools()
-    if size < len(builtins):
-        raise ValueError(f"a catalog holds at least the {len(builtins)} built-in tools")
-    return builtins + list(distractor_pool(corpus)[: size - len(builtins)])
+def catalog(size: int, corpus: Path, extra: Sequence[Tool] = ()) -> list[Tool]:
+    """The built-in tools, the ``extra`` task tools and distractors up to ``size``."""
+    tools = builtin_tools() + list(extra)
+    if size < len(tools):
+        raise ValueError(f"a catalog holds at least the {len(tools)} task tools")
+    return tools + list(distractor_pool(corpus)[: size - len(tools)])
 
 
 def seed_store(directory: Path, tools: list[Tool]) -> None:

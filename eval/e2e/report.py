@@ -14,7 +14,7 @@ ARM_LABELS = {
     "all_tools": "(b) all tools",
     "no_tools": "(c) no tools",
 }
-KINDS = ("single", "multi", "none")
+KINDS = ("single", "multi", "none", "bfcl")
 
 
 def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -54,7 +54,7 @@ def _line(arm: str, size: int, rows: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def markdown(lines: Sequence[Mapping[str, Any]]) -> str:
     head = (
-        "| arm | catalog | correct | single / multi / no-tool | median s | prompt tok/task "
+        "| arm | catalog | correct | single / multi / no-tool / BFCL | median s | prompt tok/task "
         "| completion tok/task | tokens per correct | tool calls/task | errors |\n"
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n"
     )

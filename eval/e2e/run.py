@@ -10,6 +10,7 @@ Rows are written to the results file as they come, so a run cut short keeps them
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -22,8 +23,10 @@ from typing import Any
 
 from eval._serve import serve_in_thread
 from eval.e2e.arms import Arm, ArmClient, Outcome
+from eval.e2e.bfcl import bfcl_tools, serve_tools
 from eval.e2e.catalog import catalog, seed_store
 from eval.e2e.tasks import Task, is_correct
+from graph_store.models import Tool
 from proxy.app import create_app
 from proxy.config import load_settings
 from proxy.tools.catalog import python_tools
@@ -42,6 +45,7 @@ class RunConfig:
     corpus: Path
     timeout: float
     planner: dict[str, Any] = field(default_factory=dict)  # planner settings to override
+    bfcl: Path | None = None  # BFCL's data folder: its task tools join every catalog
 
 
 Row = dict[str, Any]
@@ -52,10 +56,10 @@ def load_average() -> list[float]:
 
 
 @contextmanager
-def proxy_for(config: RunConfig, size: int, key: str) -> Iterator[str]:
-    """A proxy whose catalog is the built-ins and ``size`` - 5 distractors."""
+def proxy_for(config: RunConfig, tools: list[Tool], key: str) -> Iterator[str]:
+    """A proxy whose catalog is ``tools``."""
     with tempfile.TemporaryDirectory(prefix="toolgraph-e2e-") as folder:
-        seed_store(Path(folder), catalog(size, config.corpus))
+        seed_store(Path(folder), tools)
         settings = load_settings(
             upstream_base_url=config.upstream,
             upstream_api_key="sk-local-unused",
@@ -66,7 +70,12 @@ def proxy_for(config: RunConfig, size: int, key: str) -> Iterator[str]:
             planner=config.planner,
             # A call's window covers writing its arguments, an LLM call: 30 s (the
             # default) timed out a 1.5B model's argument writer on a busy machine.
-            executor={"call_timeout": config.timeout / 3, "deadline": config.timeout * 0.8},
+            # BFCL's task tools answer on loopback (eval.e2e.bfcl.serve_tools).
+            executor={
+                "call_timeout": config.timeout / 3,
+                "deadline": config.timeout * 0.8,
+                "allow_private_networks": True,
+            },
         )
         with serve_in_thread(create_app(settings), ready_timeout=900) as url:
             yield url
@@ -85,12 +94,16 @@ def pairs(config: RunConfig, size: int) -> list[tuple[Arm, Task]]:
 
 
 async def run_size(
-    config: RunConfig, size: int, proxy_url: str, key: str, emit: Callable[[Row], None]
+    config: RunConfig,
+    size: int,
+    tools: list[Tool],
+    proxy_url: str,
+    key: str,
+    emit: Callable[[Row], None],
 ) -> None:
     sandbox = Sandbox(timeout=30)
     client = ArmClient(
-        proxy_url, key, config.model, config.timeout, catalog(size, config.corpus),
-        python_tools(sandbox),
+        proxy_url, key, config.model, config.timeout, tools, python_tools(sandbox),
     )  # fmt: skip
     try:
         for arm, task in pairs(config, size):
@@ -119,7 +132,7 @@ def row_of(arm: Arm, size: int, task: Task, outcome: Outcome, seconds: float) ->
     }
 
 
-_CALL_KEYS = ("node", "tool", "outcome", "error", "arguments", "attempts")
+_CALL_KEYS = ("node", "tool", "outcome", "error", "arguments", "attempts", "rejected")
 
 
 def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -153,9 +166,14 @@ def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def run_all(config: RunConfig, emit: Callable[[Row], None]) -> None:
     key = "sk-e2e-" + secrets.token_hex(8)
-    for size in config.sizes:
-        with proxy_for(config, size, key) as url:
-            asyncio.run(run_size(config, size, url, key, emit))
+    with contextlib.ExitStack() as stack:
+        extra: list[Tool] = []
+        if config.bfcl is not None:
+            extra = bfcl_tools(config.bfcl, stack.enter_context(serve_tools()))
+        for size in config.sizes:
+            tools = catalog(size, config.corpus, extra)
+            with proxy_for(config, tools, key) as url:
+                asyncio.run(run_size(config, size, tools, url, key, emit))
 
 
 def total_pairs(config: RunConfig) -> int:

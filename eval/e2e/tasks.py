@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["single", "multi", "none"]
+Kind = Literal["single", "multi", "none", "bfcl"]  # bfcl: one call (eval.e2e.bfcl)
 SYSTEM = (
     "You are a teaching assistant for a university math and physics course. "
     "When a question asks for a number, state the final numeric value."
@@ -130,16 +130,20 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 def numbers_in(text: str) -> Iterator[float]:
     """Every number written in ``text``, including ``2.1 x 10^-6``, ``2.1 \\times 10^{-6}``
-    (and the Unicode times sign and minus) and ``1,234.5``."""
+    (and the Unicode times sign and minus) and ``1,234.5``; a percentage also as its
+    fraction."""
     text = text.replace(_MINUS, "-").replace("\u2009", "")
     text = _POWER.sub(lambda m: "e" + m.group(1), text)
     text = _BARE_POWER.sub(lambda m: "1e" + m.group(1), text)
     text = _THOUSANDS.sub("", text)
     for match in _NUMBER.finditer(text):
         try:
-            yield float(match.group())
+            value = float(match.group())
         except ValueError:
             continue
+        yield value
+        if text[match.end() : match.end() + 2].lstrip().startswith("%"):
+            yield value / 100  # "0.13 %" is 0.0013: BFCL's probabilities are asked as odds
 
 
 def is_correct(task: Task, answer: str) -> bool:

@@ -3,7 +3,8 @@
 :class:`Invoker` picks the way from the tool's endpoint: ``http(s)://…`` goes through
 :class:`HttpInvoker` (one shared httpx client per catalog, under an
 :class:`~proxy.execute.egress.EgressPolicy`), ``builtin:<name>`` through
-:class:`~proxy.tools.builtin.PythonTools`. httpx's exceptions are translated to
+:class:`~proxy.tools.builtin.PythonTools`, ``mcp://<server>/<tool>`` through the
+MCP server's session (:class:`~proxy.mcp.sources.McpSources`). httpx's exceptions are translated to
 :mod:`proxy.errors` here and nowhere else. Credentials come from the settings and
 are added to the request at the last moment: they are never in the arguments an LLM
 wrote, in the output, or in an error message.
@@ -25,6 +26,7 @@ import httpcore
 import httpx
 from pydantic import JsonValue
 
+from graph_store.ingest.mcp import SCHEME as MCP_SCHEME
 from graph_store.models import ParamLocation, Tool
 from proxy.config import Executor, ToolCredential
 from proxy.errors import (
@@ -54,10 +56,13 @@ class ToolInvoker(Protocol):
 
 
 def tool_host(tool: Tool) -> str:
-    """The host a tool's calls go to, ``local`` for in-process tools."""
+    """The host a tool's calls go to, ``local`` for in-process tools, ``mcp:<server>``
+    for an MCP server's."""
     url = tool.endpoint.url if tool.endpoint else ""
     if url.startswith(("http://", "https://")):
         return (urlsplit(url).hostname or "").lower()
+    if url.startswith(MCP_SCHEME):
+        return "mcp:" + urlsplit(url).netloc
     return "local"
 
 
@@ -268,14 +273,21 @@ def scrub(content: bytes, secrets: Sequence[str]) -> bytes:
 class Invoker:
     """Every tool of a catalog, whichever way it is called."""
 
-    def __init__(self, http: HttpInvoker | None, python: PythonTools) -> None:
+    def __init__(
+        self, http: HttpInvoker | None, python: PythonTools, mcp: ToolInvoker | None = None
+    ) -> None:
         self._http = http
         self._python = python
+        self._mcp = mcp
 
     async def invoke(self, tool: Tool, arguments: Mapping[str, JsonValue]) -> JsonValue:
         url = tool.endpoint.url if tool.endpoint else ""
         if url.startswith(BUILTIN_SCHEME) or (not url and tool.name in self._python.functions):
             return await self._python.invoke(tool, arguments)
+        if url.startswith(MCP_SCHEME):
+            if self._mcp is None:
+                raise ToolError(f"{tool.name}: no MCP server is configured", param=tool.name)
+            return await self._mcp.invoke(tool, arguments)
         if self._http is None:
             raise ToolError(f"{tool.name}: HTTP tools are not enabled", param=tool.name)
         return await self._http.invoke(tool, arguments)

@@ -5,12 +5,9 @@ completed by the LLM from its sub-task and the compressed outputs of the nodes i
 depends on (and any ``background``: earlier results of the conversation) before
 the call; without one, they go as the plan bound them. A call whose tool and
 arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
-is answered from there instead of running again.
-
-A call the tool refuses as bad input (:class:`~proxy.errors.ToolInputRejected`: a
-database's own error, a refused statement) after the model wrote its arguments is
-tried once more with arguments the model rewrote from that error (the error feedback
-of "Middleware for LLMs"); that second writing runs inside the call's window.
+is answered from there instead of running again. When the tool rejects arguments
+the model wrote (its input error), :meth:`CatalogRunner.revise` has them written once
+more with the tool's message, and the scheduler calls again.
 
 Each output is compressed once, as its call finishes and inside the call's
 timeout (the scheduler's window covers all of :meth:`CatalogRunner.run`): the
@@ -31,7 +28,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy import json_codec
-from proxy.errors import ToolError, ToolInputRejected
+from proxy.errors import ToolError
 from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
@@ -65,9 +62,9 @@ class CatalogRunner:
         self._background = background or {}
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
         self.reused: set[str] = set()  # node ids answered from an earlier turn
-        # node id → what the model was given for the arguments it wrote: a refusal by
-        # the tool goes back to it with the same prompt
-        self._prompts: dict[str, tuple[dict[str, JsonValue], dict[str, str]]] = {}
+        self.rejected: dict[str, str] = {}  # node id → the tool's error fed back to the writer
+        # node id → the plan's fixed arguments and the inputs, kept while a revision may come
+        self._written: dict[str, tuple[dict[str, JsonValue], dict[str, str]]] = {}
 
     def tool(self, node: PlanNode) -> Tool:
         tool = self._tools.get(node.tool)
@@ -86,35 +83,38 @@ class CatalogRunner:
         if self._writer is not None:
             await self._write(self._writer, node, self.tool(node), arguments, context)
 
+    async def revise(
+        self,
+        node: PlanNode,
+        arguments: dict[str, JsonValue],
+        context: Mapping[str, JsonValue],
+        error: str,
+    ) -> bool:
+        """Rewrite the arguments the tool rejected with ``error``, once per node and only
+        when the model wrote them (the plan's own values are not the writer's to change)."""
+        writer, model, written = self._writer, self._model, self._written.pop(node.id, None)
+        if writer is None or model is None or written is None:
+            return False
+        fixed, inputs = written
+        sent = dict(arguments)
+        try:
+            revised = await writer.revise(
+                self.tool(node), node.task, fixed, inputs, model, sent, error
+            )
+        finally:
+            self.rejected[node.id] = error
+        self.attempts[node.id] = self.attempts.get(node.id, 0) + revised.attempts
+        arguments.clear()
+        arguments.update(revised.arguments)
+        return True
+
     async def run(
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
         tool = self.tool(node)
-        try:
-            output = await self._call(node, tool, arguments)
-        except ToolInputRejected as exc:
-            if not await self._rewrite(node, tool, arguments, exc.message):
-                raise
-            output = await self._call(node, tool, arguments)
+        output = await self._call(node, tool, arguments)
         self.compressed[node.id] = await self._compress(tool, output)
         return output
-
-    async def _rewrite(
-        self, node: PlanNode, tool: Tool, arguments: dict[str, JsonValue], error: str
-    ) -> bool:
-        """New ``arguments`` from the model, told ``error``; False when the model did not
-        write them (nothing it could change) or has already had its second try."""
-        prompt = self._prompts.pop(node.id, None)
-        if prompt is None or self._writer is None or self._model is None:
-            return False
-        fixed, inputs = prompt
-        written = await self._writer.rewrite(
-            tool, node.task, fixed, inputs, self._model, arguments, error
-        )
-        self.attempts[node.id] = self.attempts.get(node.id, 0) + written.attempts
-        arguments.clear()
-        arguments.update(written.arguments)
-        return True
 
     async def _compress(self, tool: Tool, output: JsonValue) -> Compressed:
         deadline = CALL_DEADLINE.get()
@@ -138,14 +138,15 @@ class CatalogRunner:
         inputs = dict(self._background)
         # Every dependency ran (and was compressed) before this call could start.
         inputs.update({dep: self.compressed[dep].text for dep in context})
+        fixed = dict(arguments)
         try:
-            written = await writer.write(tool, node.task, arguments, inputs, self._model)
+            written = await writer.write(tool, node.task, fixed, inputs, self._model)
         except NoValidArguments as exc:
             self.attempts[node.id] = exc.attempts
             raise
         self.attempts[node.id] = written.attempts
-        if written.attempts and self._model is not None:
-            self._prompts[node.id] = (dict(arguments), inputs)
+        if written.attempts:
+            self._written[node.id] = (fixed, inputs)
         arguments.clear()
         arguments.update(written.arguments)
 

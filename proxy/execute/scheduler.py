@@ -41,7 +41,13 @@ from pydantic import JsonValue
 
 from proxy import metrics
 from proxy.config import Executor
-from proxy.errors import MissingArguments, ToolgraphError, ToolInputRejected
+from proxy.errors import (
+    MissingArguments,
+    ToolError,
+    ToolgraphError,
+    ToolHttpStatus,
+    ToolInputRejected,
+)
 from proxy.execute.plan import PlanNode, ToolPlan
 
 log = logging.getLogger(__name__)
@@ -116,6 +122,23 @@ class PreparingRunner(NodeRunner, Protocol):
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> None:
         """Complete ``arguments`` in place, or raise why the call cannot be made."""
+        ...
+
+
+@runtime_checkable
+class RevisingRunner(PreparingRunner, Protocol):
+    """A preparing runner that can write the arguments again after the tool rejected
+    them (:class:`~proxy.errors.ToolInputRejected`): the call is made once more, in a
+    window of its own, when :meth:`revise` says it rewrote them."""
+
+    async def revise(
+        self,
+        node: PlanNode,
+        arguments: dict[str, JsonValue],
+        context: Mapping[str, JsonValue],
+        error: str,
+    ) -> bool:
+        """Rewrite ``arguments`` in place after ``error``; False leaves the call failed."""
         ...
 
 
@@ -298,13 +321,19 @@ class _Run:
             record.arguments = bind_arguments(node, context)
             if isinstance(self.runner, PreparingRunner):
                 await self.runner.prepare(node, record.arguments, context)
-            async with window:
-                window.reschedule(asyncio.get_running_loop().time() + timeout)
-                deadline = CALL_DEADLINE.set(window.when())
-                try:
-                    output = await self.runner.run(node, record.arguments, context)
-                finally:
-                    CALL_DEADLINE.reset(deadline)
+            try:
+                output = await self._run(node, record, context, window, timeout)
+            except ToolError as exc:
+                # Rewritten outside any call window, like the first arguments.
+                runner = self.runner
+                if (
+                    not rejected_input(exc)
+                    or not isinstance(runner, RevisingRunner)
+                    or not await runner.revise(node, record.arguments, context, exc.message)
+                ):
+                    raise
+                window = asyncio.timeout(None)
+                output = await self._run(node, record, context, window, timeout)
         except TimeoutError as exc:
             if window.expired():
                 self._finish(record, Outcome.TIMEOUT, f"no result within {timeout:g}s")
@@ -321,6 +350,23 @@ class _Run:
         else:
             record.output = output
             self._finish(record, Outcome.OK)
+
+    async def _run(
+        self,
+        node: PlanNode,
+        record: CallRecord,
+        context: Mapping[str, JsonValue],
+        window: asyncio.Timeout,
+        seconds: float,
+    ) -> JsonValue:
+        """One call of the tool inside its own ``window`` of ``seconds``."""
+        async with window:
+            window.reschedule(asyncio.get_running_loop().time() + seconds)
+            deadline = CALL_DEADLINE.set(window.when())
+            try:
+                return await self.runner.run(node, record.arguments, context)
+            finally:
+                CALL_DEADLINE.reset(deadline)
 
     def _finish(self, record: CallRecord, outcome: Outcome, error: str = "") -> None:
         record.outcome, record.error = outcome, error
@@ -358,6 +404,14 @@ class _Run:
                 record.error = f"the request's {deadline:g}s deadline for tools passed"
             elif not record.done:
                 self._finish(record, Outcome.SKIPPED, "the request's deadline passed first")
+
+
+def rejected_input(error: ToolError) -> bool:
+    """Whether the tool said its input was wrong: a built-in's input error, or an HTTP
+    tool's 400 or 422 (what a writer can fix, unlike a timeout or a 5xx)."""
+    if isinstance(error, ToolHttpStatus):
+        return error.http_status in (400, 422)
+    return isinstance(error, ToolInputRejected)
 
 
 def bind_arguments(node: PlanNode, context: Mapping[str, JsonValue]) -> dict[str, JsonValue]:

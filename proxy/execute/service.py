@@ -26,7 +26,7 @@ from proxy.execute.arguments import ArgumentWriter
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.fields import FieldSelector
-from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
+from proxy.execute.invocation import HttpInvoker, Invoker, ToolInvoker, make_http_client
 from proxy.execute.plan import ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
@@ -46,6 +46,7 @@ class ExecutedPlan:
     compressed: dict[str, Compressed] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)  # LLM replies per call's arguments
     reused: set[str] = field(default_factory=set)  # calls answered from an earlier turn
+    rejected: dict[str, str] = field(default_factory=dict)  # the tool's error the writer saw
 
     def answer_inputs(self) -> dict[str, str]:
         """What the answering LLM may read: the compressed outputs the plan marks for it."""
@@ -58,7 +59,8 @@ class ExecutedPlan:
 
 class ToolExecutor:
     """``client``: an httpx client to share (made with :func:`make_http_client`; the
-    caller closes it); by default the executor makes and closes its own.
+    caller closes it); by default the executor makes and closes its own. ``mcp``: how
+    ``mcp://`` endpoints are called (the app's MCP sources), if any are configured.
     ``databases``: the database pack's databases (``packs.database``), whose tools run
     in process beside the built-in ones."""
 
@@ -67,6 +69,7 @@ class ToolExecutor:
         settings: Executor,
         redis: Redis | None = None,
         client: httpx.AsyncClient | None = None,
+        mcp: ToolInvoker | None = None,
         databases: Sequence[DatabaseSettings] = (),
     ) -> None:
         self.settings = settings
@@ -78,7 +81,7 @@ class ToolExecutor:
         self.databases = DatabasePack.open(databases)
         python = python_tools(self.sandbox)
         python.functions.update(self.databases.functions())
-        self.invoker = Invoker(HttpInvoker(self._client, settings), python)
+        self.invoker = Invoker(HttpInvoker(self._client, settings), python, mcp)
         cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
@@ -131,4 +134,10 @@ class ToolExecutor:
             for node_id, record in run.records.items()
             if record.outcome is Outcome.OK
         }
-        return ExecutedPlan(run, compressed, attempts=runner.attempts, reused=runner.reused)
+        return ExecutedPlan(
+            run,
+            compressed,
+            attempts=runner.attempts,
+            reused=runner.reused,
+            rejected=runner.rejected,
+        )

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,13 +74,20 @@ class Catalog:
 class CatalogService:
     """``store``: the graph store, when the app has opened it already (for the registry);
     else it is opened with the first load, so that start-up never waits on Neo4j.
-    The service closes it either way."""
+    The service closes it either way. ``available``: whether a stored tool can run now
+    (an MCP server's tools cannot while it is down); the others are left out of the
+    index and of what the executor may call."""
 
     def __init__(
-        self, settings: Settings, select: SelectService, store: GraphStore | None = None
+        self,
+        settings: Settings,
+        select: SelectService,
+        store: GraphStore | None = None,
+        available: Callable[[Tool], bool] | None = None,
     ) -> None:
         self._settings = settings
         self.store = store
+        self._available = available
         self._select = select
         self._catalog: Catalog | None = None
         self._stale = True
@@ -225,6 +233,8 @@ class CatalogService:
         qdrant = self._index = QdrantCatalog(self._client, name, encoder.dim)
         cache = None if qdrant.exists() else settings.data_dir / "embeddings"
         tools = store.list_tools()
+        if self._available is not None:
+            tools = [tool for tool in tools if self._available(tool)]
         report = build_index(
             tools, encoder, qdrant, settings.retriever, cache_dir=cache, progress=False
         )

@@ -91,6 +91,7 @@ def _call(record: CallRecord, executed: ExecutedPlan) -> JsonValue:
         "arguments": record.arguments,
         "attempts": executed.attempts.get(node.id, 0),
         "reused": node.id in executed.reused,
+        "rejected": executed.rejected.get(node.id),  # a first call's input error, fed back
         "ready": _ms(record.ready),
         "started": _ms(record.started),
         "finished": _ms(record.finished),

@@ -179,11 +179,16 @@ class DepthFirstSearch:
 
         ``confident``: the first of the list (retrieval's hybrid order, edges included)
         is also the most similar to the sub-task, by ``margin``: the two rankings agree.
+        A list of one has no second ranking to agree with, so the model is asked: a
+        category filter that left only ``run_simulation`` for a "physics" step made it
+        confident at similarity 0.06 (issue 19's traces).
         """
         first = candidates[0]
         if self.pick == "first":
             return f"the first candidate, taken without asking (similarity {first.similarity:.3f})"
-        others = max((c.similarity for c in candidates[1:]), default=-1.0)
+        if len(candidates) < 2:
+            return ""
+        others = max(c.similarity for c in candidates[1:])
         if first.similarity - others < self.margin:
             return ""
         return (

@@ -159,7 +159,7 @@ class SelectService:
         from retriever.embedder import load_encoder
         from retriever.gate.model import gate_encoder_config, load_gate
 
-        gate = load_gate()
+        gate = load_gate(opt_in=True)
         encoder = load_encoder(gate_encoder_config(self._config))
         if encoder is self._embedder.encoder:  # the bundled MiniLM serves both
             embedder: BatchingEmbedder = self._embedder

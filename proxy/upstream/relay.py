@@ -37,6 +37,7 @@ CHAT_COMPLETIONS = "/chat/completions"
 # An answer larger than this (a batch of embeddings: 2,048 inputs of 1,536 floats is
 # about 30 MB of JSON) is not decoded to count its tokens: that would hold the loop.
 _PARSED_REPLY_BYTES = 64 * 1024
+_USAGE = b'"usage":{'  # in the one event of a stream that counts tokens
 _TOKEN_COUNT = re.compile(rb'"(prompt_tokens|completion_tokens)"\s*:\s*(\d+)')
 
 
@@ -165,7 +166,7 @@ class RelayStream:
                 if not events:
                     continue
                 finished = finished or sse.ends_stream(events)
-                if b'"usage":{' in events:
+                if _USAGE in events:
                     _count_stream_usage(self._target.label, events)
                 yield events
             if last := cutter.rest():  # a last event without its blank line
@@ -258,8 +259,8 @@ def _usage_in_tail(content: bytes) -> dict[str, int]:
 
 
 def _count_stream_usage(model: str, events: bytes) -> None:
-    for data in sse.data_fields(events):
-        if data.startswith(b"{") and b'"usage":{' in data:
+    for data in sse.data_fields_with(events, _USAGE):
+        if data.startswith(b"{") and _USAGE in data:
             try:
                 record_usage(model, json_codec.loads(data).get("usage"))
             except (json_codec.DecodeError, AttributeError):

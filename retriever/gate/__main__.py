@@ -1,8 +1,10 @@
 """``python -m retriever.gate --data ../shared/data/train``: fit and write the shipped gate.
 
-Seeded: the same data gives the same ``weights.json``. The threshold maximises the
-mean accuracy over sources of leave-one-source-out predictions (each source scored
-by a gate fitted without it); the weights are then fitted on every source.
+Seeded: the same data gives the same ``weights.json``. The thresholds come from
+leave-one-source-out predictions (each source scored by a gate fitted without it):
+orchestrate mode's by the cautious rule (the highest keeping 98 % of the requests
+that need a tool on the tool side), select mode's opt-in one by the best mean
+accuracy over sources; the weights are then fitted on every source.
 """
 
 from __future__ import annotations
@@ -12,17 +14,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from retriever.gate.model import WEIGHTS
 from retriever.gate.train import (
-    OVERLAPS,
+    RULES,
+    SHIPPED_RULE,
     Options,
-    choose_threshold,
     fit,
     load_design,
+    out_of_source,
     progress,
-    scores,
 )
 from retriever.gate.vectors import CACHE
 
@@ -39,17 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     data, encoder = load_design(args.data, args.cache, args.seed)
     options = Options(seed=args.seed, query_vector=not args.scalars_only)
-    out_of_source = np.zeros(len(data))
-    for source in sorted(set(data.sources.tolist())):
-        progress(f"fitting without {source}")
-        keep = ~np.isin(data.sources, OVERLAPS.get(source, (source,)))
-        rows = data.sources == source
-        out_of_source[rows] = scores(
-            fit(data.subset(keep), options, encoder, []), data.subset(rows)
-        )
+    predicted = out_of_source(data, options, encoder, progress)
     progress("fitting on every source")
     gate = fit(data, options, encoder, sorted(set(data.sources.tolist())))
-    spec = gate.spec.model_copy(update={"threshold": choose_threshold(out_of_source, data)})
+    thresholds = {name: rule(predicted, data.real()) for name, rule in RULES.items()}
+    progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE})")
+    chosen = {"threshold": thresholds[SHIPPED_RULE], "opt_in_threshold": thresholds["accuracy"]}
+    spec = gate.spec.model_copy(update=chosen)
     args.out.write_text(spec.model_dump_json(indent=None) + "\n", encoding="utf-8")
     took = time.perf_counter() - started
     size = args.out.stat().st_size

@@ -36,6 +36,10 @@ class GateRow:
     query: str
     needs_tool: bool
     catalog: tuple[str, ...]  # tool document texts, as the gate embeds them
+    #: The documents of the tools the gold answer calls (a subset of ``catalog``; empty
+    #: where the source names none): what :mod:`~retriever.gate.augment` takes away.
+    gold: tuple[str, ...] = ()
+    augmented: bool = False  # made from another row (trained on, never scored)
 
 
 def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) -> list[GateRow]:
@@ -50,6 +54,7 @@ def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) ->
         **_acebench_functions(root / "acebench" / "data_en"),
         **_when2call_functions(root / "when2call"),
     }
+    golds = gold_names(root)
     clinc = _clinc_catalog(root / "gate" / "clinc150_intents.json")
     draw = random.Random(seed)
     rows: list[GateRow] = []
@@ -58,11 +63,14 @@ def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) ->
             continue
         for raw in _source_rows(root, source, sample, seed):
             if source == "clinc150":
-                catalog = clinc
+                catalog = tuple(clinc.values())
+                gold: tuple[str, ...] = (clinc.get(str(raw.get("intent")), ""),)
             else:
                 offered = functions.get(str(raw["id"]), ())
                 catalog = tuple(document for name, document in offered if name in raw["tools"])
-            rows.append(_row(raw, source, catalog))
+                named = golds.get(str(raw["id"]), frozenset())
+                gold = tuple(document for name, document in offered if name in named)
+            rows.append(_row(raw, source, catalog, tuple(g for g in gold if g in catalog)))
     pool = sorted({row.catalog for row in rows if row.catalog})
     for source in UNPAIRED:
         for raw in _source_rows(root, source, sample, seed):
@@ -80,14 +88,18 @@ def _source_rows(
     return rows
 
 
-def _row(raw: dict[str, Any], source: str, catalog: tuple[str, ...]) -> GateRow:
+def _row(
+    raw: dict[str, Any], source: str, catalog: tuple[str, ...], gold: tuple[str, ...] = ()
+) -> GateRow:
+    needs_tool = bool(raw["needs_tool"])
     return GateRow(
         id=str(raw["id"]),
         source=source,
         category=str(raw["category"]),
         query=str(raw["query"]),
-        needs_tool=bool(raw["needs_tool"]),
+        needs_tool=needs_tool,
         catalog=catalog,
+        gold=gold if needs_tool else (),
     )
 
 
@@ -129,13 +141,41 @@ def _when2call_functions(folder: Path) -> dict[str, Offered]:
     return found
 
 
-def _clinc_catalog(path: Path) -> tuple[str, ...]:
+def _clinc_catalog(path: Path) -> dict[str, str]:
+    """Intent name → its document, small talk left out."""
     intents = json.loads(path.read_text(encoding="utf-8"))["intents"]
-    return tuple(
-        f"{name_words(i['name'])} ({name_words(i['domain'])})"
+    return {
+        i["name"]: f"{name_words(i['name'])} ({name_words(i['domain'])})"
         for i in intents
         if i["domain"] != "small_talk"
-    )
+    }
+
+
+def gold_names(root: Path) -> dict[str, frozenset[str]]:
+    """Row id → the names of the functions its gold answer calls (BFCL, ACEBench,
+    When2Call; rows without a gold answer are absent)."""
+    found: dict[str, frozenset[str]] = {}
+    answers = [
+        *(root / "bfcl" / "possible_answer").glob("*.json"),
+        *(root / "acebench" / "data_en" / "possible_answer").glob("*.json"),
+    ]
+    for path in answers:
+        for entry in _json_lines(path):
+            found[str(entry["id"])] = frozenset(_called(entry.get("ground_truth")))
+    for entry in _json_lines(root / "when2call" / "when2call_test_llm_judge.jsonl"):
+        target = entry.get("target_tool")
+        if isinstance(target, str) and target.startswith("{"):
+            found[str(entry["uuid"])] = frozenset({str(json.loads(target).get("name"))})
+    return found
+
+
+def _called(truth: object) -> list[str]:
+    """Function names of a gold answer: ``{name: args}`` or a list of such."""
+    if isinstance(truth, dict):
+        return [str(name) for name in truth]
+    if isinstance(truth, list):
+        return [name for item in truth for name in _called(item)]
+    return []
 
 
 def _json_lines(path: Path) -> Iterator[dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 The scores say how well the best tools match (cosine of the query against every
 tool document: the best, the second, the mean of the top three, the best's lead
-over the second and over the catalog's mean; the share of the query's content
-words found in one tool's document) and how long the request is. Not the catalog's
+over the second and over the catalog's mean, the spread of all; the share of the
+query's content words found in one tool's document, and the largest share of one
+tool name's words the query says) and what the request is like (its length, whether
+it holds a number: tool calls carry arguments). Not the catalog's
 size: in the training data big catalogs (CLINC150's) mostly serve their requests and
 small ones (BFCL's) often do not, a coincidence that sent "Thanks!" to 300 tools.
 The query's own vector lets the model learn what chit-chat and general-knowledge
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from retriever.documents import ToolFields, document_text
+from retriever.documents import ToolFields, document_text, name_words
 from retriever.embedder import Vectors
 
 #: Characters of a tool's document: the encoder reads 256 tokens at most anyway.
@@ -34,9 +36,13 @@ SCALARS = (
     "lead_over_mean",
     "word_overlap",
     "log_words",
+    "name_overlap",
+    "cosine_spread",
+    "has_number",
 )
 
 _WORD = re.compile(r"[a-z0-9]+")
+_DIGIT = re.compile(r"[0-9]")
 _STOP = frozenset(
     """the a an and or of to in on for with at by from is are was were be been it this that
     what which who whom how when where why can could would should will shall may might do does
@@ -65,10 +71,15 @@ class CatalogView:
 
     vectors: Vectors
     words: tuple[frozenset[str], ...]
+    names: tuple[frozenset[str], ...]  # the content words of each tool's name
 
     @classmethod
     def of(cls, vectors: Vectors, documents: Sequence[str]) -> CatalogView:
-        return cls(vectors, tuple(content_words(text) for text in documents))
+        return cls(
+            vectors,
+            tuple(content_words(text) for text in documents),
+            tuple(content_words(name_words(_tool_name(text))) for text in documents),
+        )
 
     def __len__(self) -> int:
         return len(self.words)
@@ -92,8 +103,21 @@ def scalar_features(
             best - float(cosines.mean()),
             overlap,
             math.log1p(len(words)),
+            max(_covered(name, words) for name in catalog.names),
+            float(cosines.std()),
+            float(bool(_DIGIT.search(query_text))),
         ]
     )
+
+
+def _tool_name(document: str) -> str:
+    """The name part of a ``name: description`` document (all of a name-only one)."""
+    return document.split(":", 1)[0]
+
+
+def _covered(name: frozenset[str], query: frozenset[str]) -> float:
+    """Share of a tool name's words the query says: "get weather" in "weather in Oslo" 1/2."""
+    return len(name & query) / len(name) if name else 0.0
 
 
 def _overlap(query: frozenset[str], document: frozenset[str]) -> float:

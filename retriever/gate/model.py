@@ -48,7 +48,10 @@ class GateFile(BaseModel):
     mean: list[float]
     scale: list[float]
     layers: list[Layer] = Field(min_length=1)
-    threshold: float = Field(ge=0, le=1)
+    threshold: float = Field(ge=0, le=1)  # orchestrate mode's: the cautious rule's
+    #: Select mode's opt-in gate (``toolgraph.gate``): the best mean-accuracy rule's, since
+    #: the client asked to have its tools dropped when none serves.
+    opt_in_threshold: float = Field(ge=0, le=1)
     trained_on: list[str]
     seed: int
 
@@ -99,13 +102,14 @@ class Gate:
         return Decision(score >= self.threshold, round(score, 4))
 
 
-def load_gate(path: Path = WEIGHTS) -> Gate:
-    """The gate in ``path`` (the shipped one by default); :class:`ModelNotFound` if unreadable."""
+def load_gate(path: Path = WEIGHTS, *, opt_in: bool = False) -> Gate:
+    """The gate in ``path`` (the shipped one by default) at its threshold, or with
+    ``opt_in`` at select mode's; :class:`ModelNotFound` if unreadable."""
     try:
         spec = GateFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError) as exc:
         raise ModelNotFound(f"cannot read the gate's weights at {path}: {exc}") from None
-    return Gate(spec)
+    return Gate(spec, spec.opt_in_threshold if opt_in else None)
 
 
 def gate_encoder_config(config: RetrieverConfig) -> RetrieverConfig:

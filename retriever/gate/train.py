@@ -1,11 +1,11 @@
 """Fit the gate, leaving whole sources out to choose its threshold and to measure it.
 
 Every source weighs the same in the loss (CLINC150's thousands of requests as much
-as ACEBench's 750). The threshold is the one that maximises the mean accuracy over
-sources of predictions made by models that never saw that source: for a held-out
-source, the other sources are each left out in turn (nested), so nothing of the
-held-out source chooses anything. When2Call is built from BFCL's questions: leaving
-one out leaves out both.
+as ACEBench's 750), its made "no tool" rows (:mod:`~retriever.gate.augment`) half as
+much. Thresholds are chosen by a rule (:data:`RULES`) on predictions made by models
+that never saw the row's source: for a held-out source, the other sources are each
+left out in turn (nested), so nothing of the held-out source chooses anything. When2Call
+is built from BFCL's questions: leaving one out leaves out both.
 
 Rows with an empty catalog are decided by rule (no tool can serve) and not fitted.
 """
@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from retriever.config import RetrieverConfig
 from retriever.embedder import Vectors, load_encoder
+from retriever.gate.augment import augmented
 from retriever.gate.data import SOURCES, GateRow, load_rows
 from retriever.gate.features import SCALARS, CatalogView, scalar_features
 from retriever.gate.model import Gate, GateFile, Layer, gate_encoder_config
@@ -45,6 +46,7 @@ class Design:
     sources: npt.NDArray[np.str_]
     has_catalog: npt.NDArray[np.bool_]
     categories: npt.NDArray[np.str_]
+    augmented: npt.NDArray[np.bool_]  # made by retriever.gate.augment: trained on, never scored
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -57,7 +59,12 @@ class Design:
             self.sources[mask],
             self.has_catalog[mask],
             self.categories[mask],
+            self.augmented[mask],
         )
+
+    def real(self) -> Design:
+        """The rows as the source gave them (what is scored)."""
+        return self.subset(~self.augmented)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,9 @@ class Options:
     learning_rate: float = 0.01
     l2: float = 1e-4
     seed: int = 13
+    #: Weight of a source's augmented "no tool" rows (retriever.gate.augment) in the loss,
+    #: as a share of the source's own rows' (which sum to one); 0: not trained on.
+    augmented_weight: float = 0.5
 
 
 def design(rows: Sequence[GateRow], vectors: dict[str, Vectors]) -> Design:
@@ -90,21 +100,24 @@ def design(rows: Sequence[GateRow], vectors: dict[str, Vectors]) -> Design:
         np.array([row.source for row in rows]),
         np.array([bool(row.catalog) for row in rows]),
         np.array([row.category for row in rows]),
+        np.array([row.augmented for row in rows], dtype=bool),
     )
 
 
 def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str]) -> Gate:
     """A gate fitted on the rows with a catalog (threshold 0.5 until one is chosen)."""
-    data = data.subset(data.has_catalog)
+    data = data.subset(data.has_catalog & (~data.augmented | (options.augmented_weight > 0)))
     mean = data.scalars.mean(axis=0)
     scale = data.scalars.std(axis=0) + 1e-6
-    queries = data.queries if options.query_vector else np.zeros_like(data.queries)
-    inputs = np.hstack([(data.scalars - mean) / scale, queries])
-    layers = _train(inputs, data.labels.astype(np.float64), _source_weights(data), options)
+    inputs = (data.scalars - mean) / scale
+    if options.query_vector:
+        inputs = np.hstack([inputs, data.queries])
+    weights = _source_weights(data, options.augmented_weight)
+    layers = _train(inputs, data.labels.astype(np.float64), weights, options)
     if not options.query_vector:  # the query's inputs get no weight at all
         first, bias = layers[0]
-        first[len(SCALARS) :] = 0.0
-        layers[0] = (first, bias)
+        unread = np.zeros((data.queries.shape[1], first.shape[1]))
+        layers[0] = (np.vstack([first, unread]), bias)
     spec = GateFile(
         encoder=encoder,
         scalars=list(SCALARS),
@@ -112,6 +125,7 @@ def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str])
         scale=scale.tolist(),
         layers=[Layer(weight=_rounded(w), bias=_rounded(b)) for w, b in layers],
         threshold=0.5,
+        opt_in_threshold=0.5,
         trained_on=sorted(trained_on),
         seed=options.seed,
     )
@@ -143,6 +157,31 @@ def choose_threshold(probability: Array, data: Design, candidates: Array | None 
     return float(max(candidates, key=mean_accuracy))
 
 
+#: What a request that needs a tool but is sent to none costs, against a needless plan's 1:
+#: a missed tool is a wrong answer, a needless plan only time and tokens.
+MISS_COST = 2.0
+
+
+def choose_cost_threshold(
+    probability: Array, data: Design, miss_cost: float = MISS_COST, candidates: Array | None = None
+) -> float:
+    """The threshold with the least mean cost over the sources in
+    ``data``, a missed tool costing ``miss_cost`` and a needless plan 1 (each source's
+    cost a share of its rows, so every source weighs the same)."""
+    if candidates is None:
+        candidates = np.round(np.arange(0.05, 0.951, 0.01), 2)
+    sources = sorted(set(data.sources.tolist()))
+
+    def mean_cost(threshold: float) -> float:
+        predicted = probability >= threshold
+        missed = data.labels & ~predicted
+        needless = ~data.labels & predicted
+        cost = miss_cost * missed + needless
+        return float(np.mean([np.mean(cost[data.sources == s]) for s in sources]))
+
+    return float(min(candidates, key=mean_cost))
+
+
 #: Share of the requests needing a tool that the cautious threshold keeps on the tool side.
 RECALL_TARGET = 0.98
 
@@ -150,15 +189,15 @@ RECALL_TARGET = 0.98
 def choose_recall_threshold(
     probability: Array, data: Design, target: float = RECALL_TARGET
 ) -> float:
-    """The cautious threshold: the highest that still sends ``target`` of the requests
-    needing a tool (with a catalog, pooled over the sources in ``data``) to the tools,
-    for where a skipped tool costs a wrong answer and a needless plan only time.
-    Measured by eval.gate_report beside the shipped rule (:func:`choose_threshold`)."""
+    """The shipped rule, cautious: the highest threshold that still sends ``target`` of
+    the requests needing a tool (with a catalog, pooled over the sources in ``data``)
+    to the tools, since a skipped tool costs a wrong answer and a needless plan only
+    what planning cost before the gate (every request was planned)."""
     needs = probability[data.labels & data.has_catalog]
-    for threshold in np.round(np.arange(0.95, 0.049, -0.01), 2):
+    for threshold in np.round(np.arange(0.95, 0.0099, -0.01), 2):
         if needs.size == 0 or float(np.mean(needs >= threshold)) >= target:
             return float(threshold)
-    return 0.05
+    return 0.0
 
 
 def held_out_scores(
@@ -167,38 +206,59 @@ def held_out_scores(
     options: Options,
     encoder: str,
     say: Callable[[str], None],
-) -> tuple[Array, float, float]:
-    """Scores of ``held_out``'s rows by a gate that never saw it, and the two thresholds
-    (best mean accuracy, the shipped rule; :func:`choose_recall_threshold`) chosen
-    (nested, leaving each other source out in turn) without it."""
+) -> tuple[Array, dict[str, float]]:
+    """Scores of ``held_out``'s real rows (``data.real()``'s, in order) by a gate that
+    never saw it, and the thresholds of each rule (:data:`RULES`) chosen (nested,
+    leaving each other source out in turn, scoring its real rows) without it."""
     train_sources = [s for s in _present(data) if s not in OVERLAPS.get(held_out, (held_out,))]
     training = data.subset(np.isin(data.sources, train_sources))
-    inner = np.zeros(len(training))
-    for source in train_sources:
-        say(f"  {held_out}: inner fold without {source}")
-        keep = ~np.isin(training.sources, OVERLAPS.get(source, (source,)))
-        inner_gate = fit(training.subset(keep), options, encoder, [])
-        rows = training.sources == source
-        inner[rows] = scores(inner_gate, training.subset(rows))
-    threshold = choose_threshold(inner, training)
+    inner = out_of_source(training, options, encoder, say, f"  {held_out}: ")
+    real = training.real()
     gate = fit(training, options, encoder, train_sources)
-    return (
-        scores(gate, data.subset(data.sources == held_out)),
-        threshold,
-        (choose_recall_threshold(inner, training)),
-    )
+    held = data.real()
+    thresholds = {name: rule(inner, real) for name, rule in RULES.items()}
+    return scores(gate, held.subset(held.sources == held_out)), thresholds
+
+
+#: The threshold rules, by name: ``recall98`` ships (:func:`choose_recall_threshold`:
+#: the gate only skips planning where it is sure); ``accuracy`` (:func:`choose_threshold`)
+#: and ``cost`` (:func:`choose_cost_threshold`) are measured beside it.
+RULES: dict[str, Callable[[Array, Design], float]] = {
+    "recall98": choose_recall_threshold,
+    "accuracy": choose_threshold,
+    "cost": choose_cost_threshold,
+}
+SHIPPED_RULE = "recall98"
+
+
+def out_of_source(
+    data: Design, options: Options, encoder: str, say: Callable[[str], None], prefix: str = ""
+) -> Array:
+    """Each real row of ``data`` scored by a gate fitted without its source (and the
+    sources that share its questions), in the order of ``data.real()``."""
+    real = data.real()
+    result = np.zeros(len(real))
+    for source in _present(real):
+        say(f"{prefix}fold without {source}")
+        keep = ~np.isin(data.sources, OVERLAPS.get(source, (source,)))
+        rows = real.sources == source
+        result[rows] = scores(fit(data.subset(keep), options, encoder, []), real.subset(rows))
+    return result
 
 
 def _present(data: Design) -> list[str]:
     return [s for s in SOURCES if s in set(data.sources.tolist())]
 
 
-def _source_weights(data: Design) -> Array:
-    """Each source sums to one; the sum over all rows is the number of rows."""
+def _source_weights(data: Design, augmented_weight: float) -> Array:
+    """Each source's real rows sum to one, its augmented rows to ``augmented_weight``;
+    the sum over all rows is the number of rows."""
     weights = np.zeros(len(data))
     for source in set(data.sources.tolist()):
-        rows = data.sources == source
-        weights[rows] = 1.0 / rows.sum()
+        for made, share in ((False, 1.0), (True, augmented_weight)):
+            rows = (data.sources == source) & (data.augmented == made)
+            if rows.any():
+                weights[rows] = share / rows.sum()
     result: Array = weights * len(data) / weights.sum()
     return result
 
@@ -244,6 +304,7 @@ def load_design(root: Path, cache: Path = CACHE, seed: int = 13) -> tuple[Design
     """The rows of ``root/gate`` as features, embedding what ``cache`` lacks."""
     progress(f"reading {root / 'gate'}")
     rows = load_rows(root, seed=seed)
+    rows += augmented(rows, seed)
     encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto")))
     texts = [row.query for row in rows] + [text for row in rows for text in row.catalog]
     vectors = cached_vectors(encoder, texts, cache)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
 from eval.e2e import merge
+from eval.e2e.bfcl import bfcl_tasks, bfcl_tools, serve_tools
 from eval.e2e.catalog import catalog
 from eval.e2e.report import markdown, summarise
 from eval.e2e.tasks import TASKS, Task, is_correct, numbers_in
@@ -85,7 +87,7 @@ def test_summary_counts_correct_answers_tokens_and_overflows() -> None:
     assert line["correct"] == 1
     assert line["tokens_per_correct"] == 220
     assert line["context_overflows"] == 1
-    assert "| (b) all tools | 1000 | 1/2 | 1/2 / - / - |" in markdown([line])
+    assert "| (b) all tools | 1000 | 1/2 | 1/2 / - / - / - |" in markdown([line])
 
 
 def test_merge_tables_the_rows_of_every_part(
@@ -118,3 +120,45 @@ def test_merge_tables_the_rows_of_every_part(
     assert "| (a) toolgraph orchestrate | 1000 | 1/1 |" in printed
     assert "after cut: not recorded" in printed  # a part cut short has no load after
     assert (tmp_path / "e2e_both.png").stat().st_size > 0
+
+
+BFCL = CORPUS.parents[1] / "train" / "bfcl"
+
+
+def test_bfcl_tasks_expect_what_their_gold_calls_return() -> None:
+    tasks = {task.id: task for task in bfcl_tasks(BFCL)}
+    assert len(tasks) == 10
+    assert all(task.kind == "bfcl" for task in tasks.values())
+    assert tasks["bfcl_12"].expected == pytest.approx((5000 * 1.05**10,))
+    assert tasks["bfcl_70"].expected == pytest.approx((1571.66,), rel=1e-5)
+    assert tasks["bfcl_72"].expected == pytest.approx((1.0, -10 / 3))
+    assert "$350,000" in tasks["bfcl_70"].question
+    assert is_correct(tasks["bfcl_0"], "The probability is about 0.13 %.")
+
+
+def test_bfcl_tools_answer_over_http_and_reject_unusable_input_with_422() -> None:
+    with serve_tools() as base:
+        tools = {tool.name: tool for tool in bfcl_tools(BFCL, base)}
+        assert len(tools) == 5
+        mortgage = tools["mortgage_calculator"]
+        assert mortgage.param_schemas()["loan_amount"] == {
+            "type": "number",  # BFCL writes "float"
+            "description": "The amount of the loan.",
+        }
+        assert mortgage.endpoint is not None
+        good = {"loan_amount": 350000, "interest_rate": 0.035, "loan_period": 30}
+        answer = httpx.post(mortgage.endpoint.url, json=good)
+        assert answer.json()["result"] == pytest.approx(1571.66, rel=1e-5)
+        percent = httpx.post(mortgage.endpoint.url, json={**good, "interest_rate": 3.5})
+        assert percent.status_code == 422
+        assert "interest_rate is a fraction from 0 to 1" in percent.json()["error"]
+
+
+def test_catalogs_hold_the_task_tools_before_the_distractors() -> None:
+    with serve_tools() as base:
+        extra = bfcl_tools(BFCL, base)
+    tools = catalog(10, CORPUS, extra)
+    assert len(tools) == 10
+    assert {tool.name for tool in extra} <= {tool.name for tool in tools}
+    with pytest.raises(ValueError, match="at least the 10 task tools"):
+        catalog(9, CORPUS, extra)

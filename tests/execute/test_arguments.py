@@ -11,12 +11,12 @@ from pydantic import JsonValue
 from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor
-from proxy.errors import MissingArguments, ToolInputRejected
+from proxy.errors import MissingArguments, ToolError, ToolHttpStatus, ToolInputRejected
 from proxy.execute.arguments import ArgumentWriter, validate_arguments
 from proxy.execute.invocation import Invoker
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.runner import CatalogRunner
-from proxy.execute.scheduler import Outcome, Scheduler
+from proxy.execute.scheduler import Outcome, Scheduler, rejected_input
 from proxy.llm import UpstreamModel
 from proxy.tools.builtin import PythonTools
 from proxy.tools.catalog import builtin_tools, python_tools
@@ -222,3 +222,85 @@ async def test_written_arguments_drive_a_real_builtin_tool(
         assert record.output["value"] == pytest.approx(2.09e-6, rel=2e-3)
     finally:
         await box.aclose()
+
+
+def _full_hotel_runner(model: UpstreamModel, booked: list[object]) -> CatalogRunner:
+    async def book(arguments: object) -> JsonValue:
+        booked.append(dict(arguments) if isinstance(arguments, dict) else arguments)
+        if isinstance(arguments, dict) and arguments.get("hotel_id") != "h-42":
+            raise ToolInputRejected("hotel_id: h-9 is full; h-42 has rooms", param="hotel_id")
+        return {"booked": True}
+
+    return CatalogRunner(
+        {"book_room": BOOK},
+        Invoker(None, PythonTools({"book_room": book})),
+        writer=ArgumentWriter(),
+        model=model,
+    )
+
+
+BOOK_PLAN = ToolPlan(nodes=(PlanNode(id="book", tool="book_room", task="Two nights, any hotel."),))
+
+
+async def test_the_tools_own_input_error_goes_back_to_the_writer_once(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    booked: list[object] = []
+    runner = _full_hotel_runner(model, booked)
+    upstream.enqueue(
+        answer({"hotel_id": "h-9", "nights": 2}), answer({"hotel_id": "h-42", "nights": 2})
+    )
+    run = await Scheduler(Executor()).execute(BOOK_PLAN, runner)
+    record = run.records["book"]
+    assert record.outcome is Outcome.OK, record.error
+    assert record.arguments == {"hotel_id": "h-42", "nights": 2}
+    assert booked == [{"hotel_id": "h-9", "nights": 2}, {"hotel_id": "h-42", "nights": 2}]
+    assert runner.attempts["book"] == 2
+    assert runner.rejected == {"book": "hotel_id: h-9 is full; h-42 has rooms"}
+    second = upstream.requests[1].body["messages"]
+    assert json.loads(second[-2]["content"]) == {"hotel_id": "h-9", "nights": 2}
+    assert "h-9 is full; h-42 has rooms" in second[-1]["content"]
+    assert "rejected" in second[-1]["content"]
+
+
+async def test_a_second_rejection_fails_the_call_without_a_third_try(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    booked: list[object] = []
+    upstream.enqueue(
+        answer({"hotel_id": "h-9", "nights": 2}), answer({"hotel_id": "h-7", "nights": 2})
+    )
+    run = await Scheduler(Executor()).execute(BOOK_PLAN, _full_hotel_runner(model, booked))
+    assert run.records["book"].outcome is Outcome.FAILED
+    assert "h-9 is full" in run.records["book"].error
+    assert len(booked) == 2
+    assert len(upstream.requests) == 2
+
+
+async def test_the_plans_own_arguments_are_not_rewritten_after_a_rejection(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    booked: list[object] = []
+    plan = ToolPlan(
+        nodes=(PlanNode(id="book", tool="book_room", arguments={"hotel_id": "h-9", "nights": 2}),)
+    )
+    run = await Scheduler(Executor()).execute(plan, _full_hotel_runner(model, booked))
+    assert run.records["book"].outcome is Outcome.FAILED
+    assert len(booked) == 1
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("error", "fed_back"),
+    [
+        (ToolInputRejected("x: not a number"), True),
+        (ToolHttpStatus(422, "book_room answered HTTP 422: nights must be positive"), True),
+        (ToolHttpStatus(400, "book_room answered HTTP 400: bad hotel_id"), True),
+        (ToolHttpStatus(503, "book_room answered HTTP 503"), False),
+        (ToolError("book_room has no HTTP endpoint"), False),
+    ],
+)
+def test_only_the_tools_input_errors_go_back_to_the_writer(
+    error: ToolError, fed_back: bool
+) -> None:
+    assert rejected_input(error) is fed_back

@@ -41,8 +41,10 @@ def brain(upstream: FakeUpstream) -> Brain:
     return brain
 
 
-def sdk(server: ServerThread, timeout: float = 60, max_retries: int = 0) -> openai.OpenAI:
-    """An SDK client for ``server``, closed when the test ends (its pooled sockets too)."""
+def sdk(server: ServerThread, timeout: float = 300, max_retries: int = 0) -> openai.OpenAI:
+    """An SDK client for ``server``, closed when the test ends (its pooled sockets too).
+    ``timeout``: the first orchestrated request of a session may load the encoder and
+    index the catalog, over 60 s at load 15."""
     client = openai.OpenAI(
         base_url=f"{server.url}/v1",
         api_key="sk-client",

@@ -5,7 +5,6 @@ tools ran, the in-process keys' bound, and a Redis that goes away."""
 from __future__ import annotations
 
 import logging
-import shutil
 import socket
 import subprocess
 import time
@@ -17,7 +16,7 @@ import openai
 import pytest
 
 from eval.fake_upstream import FakeUpstream, Script
-from tests.conftest import ServerThread, StartProxy, free_port, unavailable
+from tests.conftest import ServerThread, StartProxy, running_redis
 from tests.orchestrate.conftest import (
     BIG_BALANCE,
     ORCHESTRATE,
@@ -242,28 +241,8 @@ def test_keys_outlive_unrelated_traffic_and_a_full_store_refuses_new_keys(
 @pytest.fixture
 def own_redis() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A redis-server of this test alone, which the test may kill."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        unavailable("redis-server is not installed")
-    assert binary is not None
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def listening() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        except OSError:
-            return False
-        return True
-
-    wait_for(listening)
-    yield f"redis://127.0.0.1:{port}/0", process
-    process.kill()
-    process.wait(10)
+    with running_redis() as redis:
+        yield redis.url, redis.process
 
 
 def test_a_redis_outage_never_turns_an_answer_into_an_error_and_keys_fail_early(

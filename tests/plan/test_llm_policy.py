@@ -400,6 +400,18 @@ async def test_pick_confident_asks_when_the_first_is_not_clearly_the_most_simila
             assert decision.chosen == decision.candidates[0].tool
 
 
+async def test_pick_confident_asks_when_a_single_candidate_leaves_nothing_to_compare(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    # margin 0: any list of two or more would be taken without asking
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    alone = planner(finder, encoder, top_k=1, pick="confident", pick_margin=0.0)
+    plan = await alone.plan(REQUEST, model)
+    assert all(len(d.candidates) == 1 for d in plan.decisions)
+    assert plan.llm_calls == 4  # the decomposition and one pick per step
+    assert not any(d.reason.startswith("the first candidate") for d in plan.decisions)
+
+
 async def test_a_pick_cut_at_its_bound_takes_the_one_tool_its_reason_names(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:

@@ -27,10 +27,11 @@ def serve(tmp_path: Path) -> Iterator[list[subprocess.Popen[bytes]]]:
     yield processes
     for process in processes:
         process.terminate()
-        try:
-            process.wait(20)
+        try:  # shutdown waits for a model load still running: 36 s seen at load 15
+            process.wait(120)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()  # reaped, or the Popen warns (warnings are errors)
 
 
 def start(

@@ -177,3 +177,15 @@ def test_non_json_list_in_env_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLGRAPH_MODELS", "not json")
     with pytest.raises(ConfigError, match="TOOLGRAPH_MODELS: must be JSON"):
         load_settings()
+
+
+def test_onnx_exports_go_under_the_data_dir_unless_placed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TOOLGRAPH_RETRIEVER__ONNX_DIR")  # the test session's shared folder
+    settings = load_settings(write(tmp_path, f"data_dir: {tmp_path / 'data'}\n"))
+    assert settings.retriever.onnx_dir == tmp_path / "data" / "onnx"
+    placed = load_settings(
+        write(tmp_path, f"data_dir: {tmp_path / 'data'}\nretriever:\n  onnx_dir: {tmp_path}\n")
+    )
+    assert placed.retriever.onnx_dir == tmp_path

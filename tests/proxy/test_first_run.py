@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import re
-import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,7 +25,7 @@ import pytest
 from eval.brain import Brain
 from eval.fake_upstream import FakeUpstream
 from proxy.logs import public_url
-from tests.conftest import StartProxy, free_port, unavailable
+from tests.conftest import StartProxy, running_redis
 from tests.orchestrate.conftest import ORCHESTRATE
 from tests.proxy.test_cli_serve import serve, start
 
@@ -44,27 +42,8 @@ LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (\w+) ([\w.]+) \[[
 @pytest.fixture
 def redis_with_password() -> Iterator[int]:
     """A redis-server of this test's own that asks for a password; its port."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        unavailable("redis-server is not installed")
-    port = free_port()
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-    process = subprocess.Popen(
-        [binary, *args, "--requirepass", REDIS_PASSWORD],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-    yield port
-    process.terminate()
-    process.wait(10)
+    with running_redis("--requirepass", REDIS_PASSWORD) as redis:
+        yield redis.port
 
 
 def startup_lines(log: Path) -> list[str]:

@@ -37,3 +37,20 @@ def test_a_responses_stream_ends_at_its_last_event() -> None:
     for last in ("response.completed", "response.failed", "response.incomplete"):
         assert sse.ends_stream(delta + sse.named_event(last, b"{}"))
     assert not sse.ends_stream(sse.named_event("response.completed_soon", b"{}"))
+
+
+def test_the_events_holding_a_marker_read_as_all_events_read() -> None:
+    usage = b'"usage":{'
+    streams = [
+        STREAM,
+        b'data: {"n":1,"usage":null}\n\ndata: {"n":2,"usage":{"total_tokens":3}}\n\n' + sse.DONE,
+        # \r\n, a marker in a comment, in a multi-line event, twice in one event, at the
+        # start and in the last event without its blank line; runs of blank lines
+        b': "usage":{ a comment\r\n\r\ndata: {"usage":{"a":1},\r\ndata: "usage":{}}\r\n\r\n',
+        b'data: "usage":{"usage":{\n\n\n\ndata: x\n\n\n: c\ndata:   "usage":{"b":2}',
+        b"data: no marker here\n\n" + sse.DONE,
+    ]
+    for stream in streams:
+        found = [data for data in sse.data_fields_with(stream, usage) if usage in data]
+        assert found == [data for data in sse.data_fields(stream) if usage in data]
+    assert list(sse.data_fields_with(streams[1], usage)) == [b'{"n":2,"usage":{"total_tokens":3}}']

@@ -3,6 +3,7 @@ bytes unchanged, where ``upstream_responses`` says so or ``auto`` finds it does.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai
@@ -166,3 +167,29 @@ def test_a_route_of_the_routing_table_has_its_own_say(
     assert not translated.id.startswith("resp_fake")
     assert paths(upstream) == ["/v1/responses", "/v1/chat/completions"]
     assert upstream.requests[0].body["model"] == "fake-model"  # the route's own name for it
+
+
+def test_json_schema_output_reaches_a_responses_upstream_as_the_client_wrote_it(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    upstream.speaks_responses = True
+    upstream.enqueue(Script(text='{"city": "Paris"}'))
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    text: Any = {
+        "format": {"type": "json_schema", "name": "place", "schema": schema, "strict": True}
+    }
+    client = sdk(start_proxy(upstream_responses="native"))
+
+    response = client.responses.create(
+        model="gpt-x", input="Where is the Eiffel tower?", text=text, max_output_tokens=50
+    )
+
+    assert response.id.startswith("resp_fake")
+    assert json.loads(response.output_text) == {"city": "Paris"}
+    (relayed,) = (request.body for request in upstream.requests)
+    assert (relayed["text"], relayed["max_output_tokens"]) == (text, 50)  # not response_format

@@ -1,0 +1,222 @@
+"""One MCP server's session, kept open for every request and restarted when it dies.
+
+A supervisor task owns the session (the SDK's context managers must be entered and
+left by one task): it starts the server, runs ``initialize`` and ``tools/list`` (every
+page) within ``connect_timeout``, hands the listing to ``on_tools``, then waits.
+``notifications/tools/list_changed`` lists again; the end of the transport (a stdio
+server that exits) or a call that finds the connection closed ends the session,
+``on_tools`` hears ``None`` (the tools are unavailable, not gone) and the supervisor
+starts the server again after a back-off that doubles up to :data:`MAX_BACKOFF`.
+
+Calls from any request's task share the session (the SDK matches answers to
+requests by id). Each has a timeout; a call cancelled by its request (a deadline,
+a client that left) is cancelled at the server too, by the SDK. The SDK's errors are
+translated to :mod:`proxy.errors` here and nowhere else.
+
+The connection speaks the initialize-handshake protocol (``mode="legacy"``), which
+every server of 2025 and this SDK's own servers speak, and turns the SDK's response
+cache off: a listing is wanted fresh when the server says it changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AsyncExitStack
+
+import anyio
+import httpx2
+from mcp import Client, MCPError, types
+from mcp_types import CONNECTION_CLOSED
+from pydantic import JsonValue, ValidationError
+
+from proxy.config import McpServer
+from proxy.errors import ToolError, ToolTimeout
+from proxy.mcp.results import tool_output
+from proxy.mcp.transport import WatchedTransport
+
+log = logging.getLogger(__name__)
+
+#: Seconds before the first restart of a server that failed; doubles up to the max.
+FIRST_BACKOFF = 0.5
+MAX_BACKOFF = 30.0
+#: Pages of ``tools/list`` read at most: a server whose cursor never ends cannot hang a sync.
+MAX_PAGES = 1000
+
+#: Told a server's whole listing (JSON, as sent) when it is read, None when it goes away.
+OnTools = Callable[[str, list[JsonValue] | None], Awaitable[None]]
+
+# What the SDK raises when a request cannot be completed: an error answer, a closed
+# or broken connection, an answer that is not MCP, an output that fails its schema.
+_SDK_ERRORS = (
+    MCPError,
+    ValidationError,
+    RuntimeError,
+    OSError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    httpx2.HTTPError,
+)
+
+
+class McpConnection:
+    def __init__(self, server: McpServer, call_timeout: float, on_tools: OnTools) -> None:
+        self.server = server
+        self._call_timeout = server.call_timeout or call_timeout
+        self._on_tools = on_tools
+        self._client: Client | None = None
+        self._wake = asyncio.Event()
+        self._relist = False
+        self._lost = False
+        self._closing = False
+        self._task: asyncio.Task[None] | None = None
+        self.tried = asyncio.Event()  # the first connection attempt ended, either way
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._supervise(), name=f"mcp:{self.name}")
+
+    async def aclose(self) -> None:
+        self._closing = True
+        self._wake.set()
+        task = self._task
+        if task is None:
+            return
+        if self._client is None:  # still starting: no need to wait out connect_timeout
+            task.cancel()
+        await asyncio.wait([task])  # a cancel of aclose itself still reaches its caller
+        if not task.cancelled():
+            task.result()  # a bug in the supervisor is raised, never lost
+
+    async def call(self, tool: str, arguments: Mapping[str, JsonValue]) -> JsonValue:
+        """``tools/call``; the output, or a :class:`ToolError`."""
+        client = self._client
+        label = f"{self.name}/{tool}"
+        if client is None:
+            raise ToolError(f"MCP server {self.name} is not connected", param=label)
+        try:
+            async with asyncio.timeout(self._call_timeout):
+                result = await client.call_tool(tool, dict(arguments))
+        except TimeoutError:
+            raise ToolTimeout(f"{label} did not answer in time", param=label) from None
+        except _SDK_ERRORS as exc:
+            raise self._translate(label, exc) from None
+        return tool_output(label, result)
+
+    def _translate(self, label: str, exc: BaseException) -> ToolError:
+        if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+            return ToolError(f"{label}: the server refused the call: {exc}", param=label)
+        if isinstance(exc, ValidationError | RuntimeError):
+            return ToolError(f"{label}: the server's answer is not valid: {exc}", param=label)
+        self._lost = True  # the session is gone: restart it
+        self._wake.set()
+        return ToolError(f"MCP server {self.name} went away during the call", param=label)
+
+    async def _supervise(self) -> None:
+        backoff = FIRST_BACKOFF
+        while not self._closing:
+            served = await self._serve_once()
+            self.tried.set()
+            if self._closing:
+                break
+            backoff = FIRST_BACKOFF if served else min(backoff * 2, MAX_BACKOFF)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(backoff):
+                    await self._wait_closing()
+
+    async def _wait_closing(self) -> None:
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+
+    async def _serve_once(self) -> bool:
+        """One session, from start to end; whether it got as far as its listing."""
+        transport = WatchedTransport(self.server, self.server.connect_timeout)
+        served = False
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._connect(stack, transport)
+                served = True
+                self.tried.set()
+                await self._watch(client, transport)
+        except TimeoutError:
+            log.warning("MCP server %s did not answer within %.0f s", self.name, self._timeout)
+        except _SDK_ERRORS as exc:
+            log.warning("MCP server %s failed: %s: %s", self.name, type(exc).__name__, exc)
+        except Exception:  # the supervisor's outermost edge: nothing may end its restarts
+            # (the SDK's task groups raise ExceptionGroups of anything, a store may fail)
+            log.exception("MCP server %s failed", self.name)
+        finally:
+            self._client = None
+            if not self._closing:  # at shutdown, no other process needs to hear of it
+                await self._on_tools(self.name, None)
+        return served
+
+    @property
+    def _timeout(self) -> float:
+        return self.server.connect_timeout
+
+    async def _connect(self, stack: AsyncExitStack, transport: WatchedTransport) -> Client:
+        client = Client(
+            transport.open(),  # type: ignore[arg-type]
+            mode="legacy",
+            cache=None,
+            message_handler=self._on_message,
+        )
+        async with asyncio.timeout(self._timeout):
+            await stack.enter_async_context(client)
+            listing = await list_tools(client)
+        self._lost = self._relist = False
+        self._client = client
+        log.info("MCP server %s connected: %d tools", self.name, len(listing))
+        await self._on_tools(self.name, listing)
+        return client
+
+    async def _watch(self, client: Client, transport: WatchedTransport) -> None:
+        """Until the session ends: list again whenever the server says its tools changed."""
+        ended = asyncio.create_task(transport.ended.wait())
+        ended.add_done_callback(lambda _: self._wake.set())
+        try:
+            while not (self._closing or self._lost or transport.ended.is_set()):
+                await self._wake.wait()
+                self._wake.clear()
+                if self._relist and not (self._closing or transport.ended.is_set()):
+                    self._relist = False
+                    async with asyncio.timeout(self._timeout):
+                        listing = await list_tools(client)
+                    log.info("MCP server %s changed its tools: %d now", self.name, len(listing))
+                    await self._on_tools(self.name, listing)
+        finally:
+            ended.cancel()
+        if not self._closing:
+            log.warning("MCP server %s went away; restarting it", self.name)
+
+    async def _on_message(self, message: types.ServerNotification | Exception) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._relist = True
+            self._wake.set()
+
+
+async def list_tools(client: Client) -> list[JsonValue]:
+    """Every page of ``tools/list``, each tool as the JSON the server sent."""
+    listing: list[JsonValue] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        listing += [
+            tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools
+        ]
+        cursor = page.next_cursor
+        if cursor is None:
+            return listing
+    log.warning("tools/list gave more than %d pages; the rest is left out", MAX_PAGES)
+    return listing

@@ -1,0 +1,112 @@
+"""Every configured MCP server, as a tool source for the catalog and a way to call tools.
+
+:class:`McpSources` starts one :class:`~proxy.mcp.connection.McpConnection` per
+server in ``mcp_servers``. Each listing is written into the graph store
+(:func:`~proxy.mcp.catalog.sync_server`, in a worker thread) and ``on_change`` is
+told, so that the catalog loads again; a server that goes away keeps its tools in the
+store, and :meth:`McpSources.available` says they cannot run until it is back, so the
+catalog leaves them out of what the planner sees. :meth:`McpSources.invoke` is the
+executor's way to call an ``mcp://`` endpoint.
+
+Each worker process runs its own copy of every stdio server: sessions are not shared
+between processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from urllib.parse import unquote, urlsplit
+
+from pydantic import JsonValue
+
+from graph_store.ingest.mcp import SCHEME
+from graph_store.models import Tool
+from graph_store.store import GraphStore
+from proxy.config import McpServer
+from proxy.errors import ToolError
+from proxy.mcp.catalog import is_mcp_tool, sync_server
+from proxy.mcp.connection import McpConnection
+
+log = logging.getLogger(__name__)
+
+OnChange = Callable[[], Awaitable[None]]
+
+
+async def _nothing() -> None:
+    pass
+
+
+class McpSources:
+    def __init__(
+        self,
+        servers: Sequence[McpServer],
+        call_timeout: float,
+        store: GraphStore,
+        on_change: OnChange | None = None,
+    ) -> None:
+        self._store = store
+        self.on_change = on_change or _nothing
+        self._connections = {
+            server.name: McpConnection(server, call_timeout, self._on_tools) for server in servers
+        }
+        self._writing = asyncio.Lock()
+
+    def start(self) -> None:
+        """Connect to every server in the background."""
+        for connection in self._connections.values():
+            connection.start()
+
+    async def aclose(self) -> None:
+        """End every session (a stdio server's process with it)."""
+        await asyncio.gather(*(c.aclose() for c in self._connections.values()))
+
+    async def settled(self) -> None:
+        """Wait until every server's first connection attempt has ended, either way."""
+        await asyncio.gather(*(c.tried.wait() for c in self._connections.values()))
+
+    @property
+    def loading(self) -> bool:
+        return not all(c.tried.is_set() for c in self._connections.values())
+
+    def connected(self) -> list[str]:
+        return [name for name, c in self._connections.items() if c.connected]
+
+    def available(self, tool: Tool) -> bool:
+        """Whether ``tool`` can run now: any tool not from MCP, or one whose server is
+        configured and connected."""
+        if not is_mcp_tool(tool):
+            return True
+        connection = self._connections.get(tool.provenance.file)
+        return connection is not None and connection.connected
+
+    async def invoke(self, tool: Tool, arguments: Mapping[str, JsonValue]) -> JsonValue:
+        server, name = _target(tool)
+        connection = self._connections.get(server)
+        if connection is None:
+            raise ToolError(f"{tool.name}: no MCP server named {server} is configured")
+        return await connection.call(name, arguments)
+
+    async def _on_tools(self, server: str, listing: list[JsonValue] | None) -> None:
+        if listing is not None:
+            async with self._writing:  # one writer: two syncs would race on the edges
+                report = await asyncio.to_thread(sync_server, self._store, server, listing)
+            log.info(
+                "MCP server %s synced: %d tools written, %d deleted, %d edges, %d errors",
+                server,
+                report.written,
+                report.deleted,
+                report.edges,
+                len(report.errors),
+            )
+        await self.on_change()
+
+
+def _target(tool: Tool) -> tuple[str, str]:
+    """(server, the tool's own name) of an ``mcp://server/tool`` endpoint."""
+    url = tool.endpoint.url if tool.endpoint else ""
+    if not url.startswith(SCHEME):
+        raise ToolError(f"{tool.name} has no MCP endpoint", param=tool.name)
+    parts = urlsplit(url)
+    return parts.netloc, unquote(parts.path.removeprefix("/"))

@@ -1,0 +1,102 @@
+"""The transport of one configured server, watched: stdio or streamable HTTP.
+
+The SDK's client says nothing when a stdio server dies between calls: its receive
+loop ends and later requests fail. :class:`WatchedTransport` wraps the read stream so
+that its end sets an event the connection's supervisor waits on, and a dead server is
+noticed (and its tools marked unavailable) at once rather than by the next call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Callable
+from types import TracebackType
+from typing import Self
+
+import anyio
+import httpx2
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from proxy.config import McpServer
+
+Message = SessionMessage | Exception
+
+
+class WatchedStream:
+    """The transport's read stream; ``on_end`` is called once when it ends."""
+
+    def __init__(self, inner: anyio.abc.ObjectReceiveStream[Message], on_end: Callable[[], None]):
+        self._inner = inner
+        self._on_end = on_end
+
+    async def receive(self) -> Message:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        self._on_end()
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class WatchedTransport:
+    """A transport for ``server`` whose end sets :attr:`ended`."""
+
+    def __init__(self, server: McpServer, connect_timeout: float) -> None:
+        self.server = server
+        self.ended = asyncio.Event()
+        self._connect_timeout = connect_timeout
+
+    @contextlib.asynccontextmanager
+    async def open(self) -> AsyncIterator[tuple[WatchedStream, object]]:
+        async with self._streams() as (read, write):
+            yield WatchedStream(read, self.ended.set), write
+
+    @contextlib.asynccontextmanager
+    async def _streams(
+        self,
+    ) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream[Message], object]]:
+        server = self.server
+        if server.url is None:
+            params = StdioServerParameters(
+                command=server.command[0],
+                args=server.command[1:],
+                env=server.env or None,
+                cwd=server.cwd,
+            )
+            # The server's stderr goes to ours: its own log lines, unparsed.
+            async with stdio_client(params, errlog=sys.stderr) as streams:
+                yield streams  # type: ignore[misc]
+            return
+        timeout = httpx2.Timeout(self._connect_timeout, read=None)
+        async with (
+            httpx2.AsyncClient(headers=server.header_values(), timeout=timeout) as client,
+            streamable_http_client(server.url, http_client=client) as streams,
+        ):
+            yield streams  # type: ignore[misc]

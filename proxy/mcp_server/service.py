@@ -1,0 +1,68 @@
+"""The catalog as a few tools for MCP clients, without HTTP: search it, call one tool.
+
+``search_tools`` ranks the catalog for a query with the index orchestrate mode plans
+over (the same hybrid search a sub-task's roots come from) and returns each hit with
+its schema; ``call_tool`` runs one catalog tool with the arguments given, through the
+executor's invoker (so under its egress policy and credentials, an MCP tool through
+its server's session) within ``executor.call_timeout``. Only tools the catalog holds
+now are called: an MCP server that is down has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from pydantic import JsonValue
+
+from proxy.errors import NotFound, ToolTimeout
+from proxy.execute.service import ToolExecutor
+from proxy.orchestrate.catalog import CatalogService
+from proxy.plan.model import Candidate
+
+MAX_RESULTS = 50
+
+
+class CatalogTools:
+    def __init__(self, catalog: CatalogService, executor: ToolExecutor) -> None:
+        self._catalog = catalog
+        self._executor = executor
+
+    async def search(self, query: str, k: int = 10) -> list[dict[str, JsonValue]]:
+        """The ``k`` catalog tools that best fit ``query``, best first, with their schemas."""
+        catalog = await self._catalog.get()
+        planner = catalog.planner
+        count = max(1, min(k, MAX_RESULTS))
+
+        def retrieve() -> list[Candidate]:  # embedding and search: one hop off the loop
+            vector = planner.encoder.encode([query])[0]
+            return planner.finder.retrieve(query, vector, count)
+
+        hits = await asyncio.to_thread(retrieve)
+        found: list[dict[str, JsonValue]] = []
+        for hit in hits:
+            tool = catalog.tools.get(hit.tool)
+            if tool is not None:
+                found.append(
+                    {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "category": tool.category,
+                        "parameters": tool.parameters,
+                        "score": round(hit.score, 4),
+                    }
+                )
+        return found
+
+    async def call(self, name: str, arguments: Mapping[str, JsonValue]) -> JsonValue:
+        """Run catalog tool ``name``; a :class:`~proxy.errors.ToolError` when it fails."""
+        catalog = await self._catalog.get()
+        tool = catalog.tools.get(name)
+        if tool is None:
+            raise NotFound(f"no tool {name!r} in the catalog", param="name", code="tool_not_found")
+        timeout = self._executor.settings.call_timeout
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._executor.invoker.invoke(tool, arguments)
+        except TimeoutError:
+            raise ToolTimeout(f"{name} did not answer in {timeout:g} s", param=name) from None

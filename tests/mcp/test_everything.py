@@ -1,0 +1,127 @@
+"""The reference test server, npm's ``@modelcontextprotocol/server-everything`` (pinned in
+tests/mcp/everything/package-lock.json, installed by ``make mcp-servers``), run with
+Debian's ``node``: over stdio and over streamable HTTP. Missing, it fails under CI."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from graph_store.memory import InProcessStore
+from graph_store.models import Tool
+from proxy.config import McpServer
+from proxy.errors import ToolTimeout
+from proxy.mcp.sources import McpSources
+from tests.conftest import free_port, unavailable
+
+ENTRY = (
+    Path(__file__).parent
+    / "everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+)
+
+
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        unavailable("node is not installed (apt-get install nodejs)")
+    if not ENTRY.exists():
+        unavailable("server-everything is not installed: run `make mcp-servers`")
+    assert found is not None
+    return found
+
+
+@contextlib.asynccontextmanager
+async def connected(server: McpServer, store: InProcessStore) -> AsyncIterator[McpSources]:
+    mcp = McpSources([server], 30.0, store)
+    mcp.start()
+    try:
+        async with asyncio.timeout(120):
+            await mcp.settled()
+        assert mcp.connected() == [server.name]
+        yield mcp
+    finally:
+        await mcp.aclose()
+
+
+def tool(store: InProcessStore, name: str) -> Tool:
+    found = store.get_tool(name)
+    assert found is not None, (name, sorted(store.names()))
+    return found
+
+
+@pytest.fixture
+def http_everything() -> Iterator[str]:
+    """server-everything over streamable HTTP on a free port; its endpoint's URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [node(), str(ENTRY), "streamableHttp"],
+        env={"PORT": str(port), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    pytest.fail("server-everything did not start over HTTP")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+async def test_stdio_tools_their_hints_and_calls(store: InProcessStore) -> None:
+    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    async with connected(server, store) as mcp:
+        names = set(store.names())
+        assert {
+            "everything_echo",
+            "everything_get-sum",
+            "everything_get-structured-content",
+        } <= names
+        structured = tool(store, "everything_get-structured-content")
+        assert structured.provenance.hints == {
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        }
+        assert structured.response_schema is not None
+        assert await mcp.invoke(tool(store, "everything_get-sum"), {"a": 2, "b": 3}) == (
+            "The sum of 2 and 3 is 5."
+        )
+        weather = await mcp.invoke(structured, {"location": "Chicago"})
+        assert isinstance(weather, dict)
+        assert weather["temperature"] == 36
+
+
+async def test_a_long_call_past_its_timeout_leaves_the_session_usable(
+    store: InProcessStore,
+) -> None:
+    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"], call_timeout=1.0)
+    async with connected(server, store) as mcp:
+        long = tool(store, "everything_trigger-long-running-operation")
+        with pytest.raises(ToolTimeout):
+            await mcp.invoke(long, {"duration": 30, "steps": 3})
+        echo = await mcp.invoke(tool(store, "everything_echo"), {"message": "still here"})
+        assert echo == "Echo: still here"
+
+
+async def test_streamable_http(http_everything: str, store: InProcessStore) -> None:
+    server = McpServer(name="remote", url=http_everything)
+    async with connected(server, store) as mcp:
+        echo = await mcp.invoke(tool(store, "remote_echo"), {"message": "over HTTP"})
+        assert echo == "Echo: over HTTP"

@@ -1,0 +1,105 @@
+"""Orchestrate mode over an MCP server's tools, through the official SDK against the
+fake upstream: the plan's calls go out as ``tools/call`` to the tests' stdio server,
+one tool's structured output feeding the next; a server that crashes in the middle of
+a call fails that call cleanly; a server that is down has its stored tools left out
+of what the planner is offered."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from eval.brain import plan_of
+from graph_store.memory import InProcessStore
+from proxy.mcp.catalog import sync_server
+from tests.conftest import ServerThread, StartProxy
+from tests.mcp.conftest import Brain, python_server, wait_connected
+from tests.mcp.server import TOOLS
+from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
+
+
+def serve(start_proxy: StartProxy) -> ServerThread:
+    server = start_proxy(
+        mcp_servers=[python_server().model_dump()],
+        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+        orchestrate={"gate": False},
+    )
+    wait_connected(server)
+    return server
+
+
+def orchestrate(server: ServerThread, text: str) -> tuple[str, dict[str, Any]]:
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(text), extra_body=ORCHESTRATE
+    )
+    answer = raw.parse().choices[0].message.content or ""
+    calls = {
+        call["node"]: call for call in trace(server, raw.headers["x-toolgraph-trace-id"])["calls"]
+    }
+    return answer, calls
+
+
+def test_a_plan_runs_two_mcp_tools_one_feeding_the_other(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    server = serve(start_proxy)
+    brain.plan = plan_of(
+        ("Find the coordinates of Oslo", []),
+        ("Get the weather forecast at those coordinates", ["s1"]),
+    )
+    brain.tools = {"coordinates of": "test_lookup_city", "forecast": "test_forecast"}
+    brain.arguments = {
+        "coordinates of": {"city": "Oslo"},
+        "forecast": {"latitude": 59.91, "longitude": 10.75},
+    }
+    answer, calls = orchestrate(server, "What is the weather in Oslo?")
+    assert [calls[n]["tool"] for n in ("s1", "s2")] == ["test_lookup_city", "test_forecast"]
+    assert all(call["outcome"] == "ok" for call in calls.values())
+    assert calls["s1"]["output"] == {"city": "oslo", "latitude": 59.91, "longitude": 10.75}
+    assert calls["s2"]["output"] == "Sunny at 59.91, 10.75, 21 °C"
+    assert calls["s2"]["started"] >= calls["s1"]["finished"]
+    assert "Sunny at 59.91" in answer  # the brain's answer quotes every result it was shown
+
+
+def test_a_server_that_crashes_mid_call_fails_the_call_not_the_request(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    server = serve(start_proxy)
+    brain.one_step("Stop the server in the middle of the call", "Stop", "test_crash", {})
+    answer, calls = orchestrate(server, "Crash the test server, please.")
+    (call,) = calls.values()
+    assert call["tool"] == "test_crash"
+    assert call["outcome"] == "failed"
+    assert "went away" in call["error"]
+    assert answer  # answered all the same
+
+
+def test_the_tools_of_a_server_that_is_down_are_not_offered(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    # "mute" was synced once (its tools are stored) and now never answers.
+    store = InProcessStore.open(Path(os.environ["TOOLGRAPH_DATA_DIR"]) / "graph")
+    listing = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in TOOLS]
+    assert sync_server(store, "mute", listing).written == len(TOOLS)
+    store.close()
+    server = start_proxy(
+        mcp_servers=[
+            python_server().model_dump(),
+            python_server("mute", "--silent", connect_timeout=1.0).model_dump(),
+        ],
+        planner={"policy": "llm", "top_k": 40, "memory_k": 0},
+        orchestrate={"gate": False},
+    )
+    wait_connected(server)
+    brain.one_step(
+        "Find the coordinates of Oslo", "coordinates", "test_lookup_city", {"city": "Oslo"}
+    )
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Where is Oslo?"), extra_body=ORCHESTRATE
+    )
+    found = trace(server, raw.headers["x-toolgraph-trace-id"])
+    offered = {c["tool"] for d in found["plan"]["decisions"] for c in d["candidates"]}
+    assert "test_lookup_city" in offered
+    assert not {name for name in offered if name.startswith("mute_")}
+    assert [call["outcome"] for call in found["calls"]] == ["ok"]

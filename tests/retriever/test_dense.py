@@ -1,0 +1,79 @@
+"""The int8 candidate pass against the exact float32 search, on a fixed catalog: the
+bundled model's vectors of a few hundred tool texts among seeded distractors near them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retriever.dense import DenseMatrix
+from retriever.embedder import Encoder, Vectors
+
+QUERIES = [
+    "what is the weather in Paris tomorrow",
+    "convert 100 euros to dollars",
+    "send an email to my manager",
+    "find flights from Berlin to Rome",
+    "latest basketball scores",
+    "translate this sentence into German",
+]
+
+
+@pytest.fixture(scope="module")
+def catalog(encoder: Encoder) -> Vectors:
+    texts = [f"{topic} tool number {i}" for i in range(40) for topic in _TOPICS]
+    real = encoder.encode(texts[:256])
+    rng = np.random.default_rng(7)
+    # Distractors near the real rows, so that the int8 pass has close calls to get wrong.
+    near = real[rng.integers(0, len(real), 12_000)] + 0.15 * rng.standard_normal((12_000, 384))
+    rows = np.concatenate([real, near.astype(np.float32)])
+    normalised: Vectors = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return normalised
+
+
+_TOPICS = [
+    "weather forecast",
+    "currency exchange",
+    "email sender",
+    "flight search",
+    "sports scores",
+    "translation",
+]
+
+
+def same(found: list[tuple[int, float]], expected: list[tuple[int, float]]) -> bool:
+    """The same rows in the same order, with the same scores up to float rounding."""
+    return [i for i, _ in found] == [i for i, _ in expected] and np.allclose(
+        [s for _, s in found], [s for _, s in expected], atol=1e-6
+    )
+
+
+@pytest.fixture(scope="module")
+def queries(encoder: Encoder) -> Vectors:
+    return encoder.encode(QUERIES)
+
+
+def test_the_compressed_search_finds_the_exact_top_k(catalog: Vectors, queries: Vectors) -> None:
+    compressed, exact = DenseMatrix(catalog), DenseMatrix(catalog, compress=False)
+    assert compressed.compressed
+    assert not exact.compressed
+    for query in queries:
+        for k in (1, 10, 100):
+            assert same(compressed.search(query, k), exact.search(query, k))
+
+
+def test_the_compressed_search_honours_a_mask(catalog: Vectors, queries: Vectors) -> None:
+    compressed, exact = DenseMatrix(catalog), DenseMatrix(catalog, compress=False)
+    mask = np.random.default_rng(1).random(len(catalog)) < 0.02
+    for query in queries:
+        found = compressed.search(query, 10, mask)
+        assert same(found, exact.search(query, 10, mask))
+        assert all(mask[i] for i, _ in found)
+    nothing = np.zeros(len(catalog), dtype=np.bool_)
+    assert compressed.search(queries[0], 10, nothing) == []
+
+
+def test_a_small_catalog_stays_exact(queries: Vectors) -> None:
+    small = DenseMatrix(queries)
+    assert not small.compressed
+    assert small.search(queries[0], 1)[0][0] == 0
