@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
+from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -448,9 +450,7 @@ class Packs(_Section):
     @field_validator("database")
     @classmethod
     def _unique(cls, databases: list[DatabasePack]) -> list[DatabasePack]:
-        names = [database.name for database in databases]
-        twice = sorted({name for name in names if names.count(name) > 1})
-        if twice:
+        if twice := _used_twice(database.name for database in databases):
             raise ValueError(f"database names used twice: {', '.join(twice)}")
         return databases
 
@@ -571,9 +571,7 @@ class Settings(BaseSettings):
     @field_validator("mcp_servers")
     @classmethod
     def _check_mcp_names(cls, servers: list[McpServer]) -> list[McpServer]:
-        names = [server.name for server in servers]
-        twice = sorted({name for name in names if names.count(name) > 1})
-        if twice:
+        if twice := _used_twice(server.name for server in servers):
             raise ValueError(f"MCP server names must be unique: {', '.join(twice)}")
         return servers
 
@@ -697,3 +695,9 @@ def _check_http_url(value: str | None) -> str | None:
     if not value.startswith(("http://", "https://")) or len(value) < len("http://x"):
         raise ValueError("must be an http:// or https:// URL")
     return value.rstrip("/")
+
+
+def _used_twice(names: Iterable[str]) -> list[str]:
+    """The names that occur more than once, sorted."""
+    counts = Counter(names)
+    return sorted(name for name, count in counts.items() if count > 1)

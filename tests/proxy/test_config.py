@@ -113,6 +113,8 @@ def test_upstream_model_catches_unrouted_names(monkeypatch: pytest.MonkeyPatch) 
         ("models:\n  - name: a\n", "models.0.litellm_model"),
         ("models:\n  - {name: a, litellm_model: openai/x}\n  - {name: a, litellm_model: openai/y}\n", "models"),
         ("models:\n  - {name: a, litellm_model: openai/x, api_key_env: NOT_SET_ANYWHERE}\n", "models.0.api_key_env"),
+        ("mcp_servers:\n  - {name: a, url: http://h/mcp}\n  - {name: a, command: [x]}\n", "mcp_servers"),
+        ("packs:\n  database:\n    - {name: a, url: sqlite:///a.db}\n    - {name: a, url: sqlite:///b.db}\n", "packs.database"),
     ],
 )  # fmt: skip
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> None:
