@@ -25,6 +25,7 @@ MAX_CHARS = 1000
 MAX_NODES = 400
 MAX_EXPONENT = 1000  # a larger literal exponent is refused: 9**9**9 has 370 million digits
 MAX_INT_DIGITS = 40
+CONSTANT_TOLERANCE = 1e-3  # a constant given to 3 digits is still the constant
 
 
 #: SI values (CODATA 2018). ``e`` and ``E`` are Euler's number; the charge is ``q_e``.
@@ -177,7 +178,27 @@ def variable_values(raw: object) -> dict[str, sympy.Expr]:
         values[name] = parse(value) if isinstance(value, str) else sympy.sympify(value)
         if values[name].free_symbols:
             raise ToolInputError(f"variable {name} must be a number, got {value!r}")
+        _check_not_redefined(name, values[name])
     return values
+
+
+def _check_not_redefined(name: str, value: sympy.Expr) -> None:
+    """Refuse a named constant given another value (``mu_0 = 4.8e-7``).
+
+    A small model copies a wrong constant into ``variables`` and the caller's names
+    win, so the error goes back to it instead. Only names that can mean nothing but the
+    constant count: one-letter ones (``c``, ``h``, ``g``, ``G``, ``R``) are ordinary
+    variable names too (a triangle's side ``c``) and stay the caller's.
+    """
+    canonical = _ALIASES.get(name, name)
+    if len(name) < 2 or canonical not in CONSTANTS or not value.is_number:
+        return
+    known = CONSTANTS[canonical]
+    if abs(float(value) - known) > CONSTANT_TOLERANCE * abs(known):
+        raise ToolInputError(
+            f"variables sets {name} to {float(value):g}, but {name} is the built-in constant "
+            f"{canonical} = {known:g}: leave it out of variables"
+        )
 
 
 def check_name(name: object) -> str:

@@ -28,11 +28,34 @@ MAX_WAVE_STEPS = 50_000
 MAX_SAMPLES = 21
 
 
+#: Each simulation's ``params`` as an error shows them: a caller that wrote the wrong
+#: shape learns the right one from the error it gets back.
+SHAPES = {
+    "laplace2d": '{"top": V, "bottom": V, "left": V, "right": V, "nx": 41, "ny": 41, '
+    '"tolerance": 1e-6, "max_iterations": 20000}',
+    "point_charges": '{"charges": [{"q": C, "x": m, "y": m, "z": m}, …], "points": [[x, y, z], …]}',
+    "wire_field": '{"wires": [{"current": A, "x": m, "y": m}, …], "points": [[x, y], …]}',
+    "wave_1d": '{"length": m, "speed": m/s, "duration": s, "nx": 201, "courant": 0.9, '
+    '"center": m, "width": m, "amplitude": 1.0}',
+}
+
+#: What each simulation reads; any other key is refused by name (a misspelt key is not
+#: silently dropped).
+PARAMS = {
+    "laplace2d": frozenset(
+        ("top", "bottom", "left", "right", "nx", "ny", "tolerance", "max_iterations")
+    ),
+    "point_charges": frozenset(("charges", "points")),
+    "wire_field": frozenset(("wires", "points")),
+    "wave_1d": frozenset(
+        ("length", "speed", "duration", "nx", "courant", "center", "width", "amplitude")
+    ),
+}
+
+
 def run_simulation(arguments: Mapping[str, JsonValue]) -> JsonValue:
     sim_type = arguments.get("sim_type")
     params = arguments.get("params") or {}
-    if not isinstance(params, dict):
-        raise ToolInputError("params must be an object")
     runners = {
         "laplace2d": laplace2d,
         "point_charges": point_charges,
@@ -41,7 +64,20 @@ def run_simulation(arguments: Mapping[str, JsonValue]) -> JsonValue:
     }
     if sim_type not in runners:
         raise ToolInputError(f"sim_type must be one of {', '.join(SIM_TYPES)}")
-    return {"sim_type": sim_type, **runners[str(sim_type)](params)}
+    sim = str(sim_type)
+    try:
+        if not isinstance(params, dict):
+            raise ToolInputError("params must be an object")
+        _check_keys(sim, params)
+        return {"sim_type": sim, **runners[sim](params)}
+    except ToolInputError as error:
+        raise ToolInputError(f"{error}; {sim} takes params {SHAPES[sim]}") from None
+
+
+def _check_keys(sim: str, params: Mapping[str, JsonValue]) -> None:
+    unknown = sorted(set(params) - PARAMS[sim])
+    if unknown:
+        raise ToolInputError(f"{sim} has no parameter {', '.join(unknown)}")
 
 
 def laplace2d(params: Mapping[str, JsonValue]) -> dict[str, JsonValue]:

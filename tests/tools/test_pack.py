@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from pydantic import JsonValue
@@ -211,6 +212,33 @@ def test_bad_and_hostile_inputs_are_refused(
         return
     with pytest.raises(ToolInputError, match=message):
         pack.call(name, arguments)
+
+
+def test_a_wrong_simulation_shape_is_answered_with_the_right_one() -> None:
+    # what a 1.5B model wrote for a point charge, in a measured run
+    wrong = {"charge": {"q": 2e-9}, "position": [0, 0, 0]}
+    with pytest.raises(ToolInputError) as caught:
+        pack.call("run_simulation", {"sim_type": "point_charges", "params": wrong})
+    message = str(caught.value)
+    assert "point_charges has no parameter charge, position" in message
+    assert '"charges": [{"q": C, "x": m, "y": m, "z": m}' in message
+    with pytest.raises(ToolInputError, match=r"wires must be a list.*takes params \{\"wires\""):
+        pack.call("run_simulation", {"sim_type": "wire_field", "params": {"points": [[1, 0]]}})
+
+
+def test_a_named_constant_keeps_its_value() -> None:
+    rejected = {"expression": "mu_0 * 2", "variables": {"mu_0": 4.803e-07}}
+    with pytest.raises(
+        ToolInputError, match=re.escape("mu_0 is the built-in constant mu_0 = 1.25664e-06")
+    ):
+        pack.call("evaluate_expression", rejected)
+    with pytest.raises(ToolInputError, match="μ0 is the built-in constant mu_0"):
+        pack.call("evaluate_expression", {"expression": "2 * μ0", "variables": {"μ0": 1.0}})
+    # the constant's own value, to a few digits, is welcome; one-letter names stay the caller's
+    same = call("evaluate_expression", expression="mu_0 * 2", variables={"mu_0": 1.2566e-6})
+    assert number(same["value"]) == pytest.approx(2.5132e-6)
+    side = call("evaluate_expression", expression="sqrt(a**2 + c**2)", variables={"a": 3, "c": 4})
+    assert number(side["value"]) == pytest.approx(5.0)
 
 
 def test_the_json_entry_reports_errors_by_kind() -> None:
