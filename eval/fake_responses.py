@@ -9,9 +9,11 @@ request reached.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+from eval.fake_wire import send, send_json
 from proxy import json_codec, sse
 from proxy.protocol.chat import ChatCompletion, ChatCompletionChunk
 from proxy.protocol.responses import ResponsesRequest
@@ -74,3 +76,28 @@ def _text_input(items: Any) -> str:
         if isinstance(item, dict) and isinstance(item.get("content"), str)
     ]
     return texts[-1] if texts else ""
+
+
+async def answer_stored(
+    writer: asyncio.StreamWriter, stored: dict[str, bytes], method: str, path: str
+) -> None:
+    """GET or DELETE of a stored response (or GET of its input items), by its path."""
+    tail = path.split("?", 1)[0].split("/responses/", 1)[1]
+    response_id, _, listing = tail.partition("/")  # listing: "input_items"
+    content = stored.get(response_id)
+    if content is None or listing not in ("", "input_items"):
+        error = {
+            "message": f"Response with id '{response_id}' not found.",
+            "type": "invalid_request_error",
+        }
+        await send_json(writer, 404, {"error": {**error, "param": None, "code": None}})
+    elif listing:  # its input items are not kept: an empty page says it answered
+        page: dict[str, Any] = {"object": "list", "data": [], "first_id": None}
+        await send_json(writer, 200, page | {"last_id": None, "has_more": False})
+    elif method == "DELETE":
+        del stored[response_id]
+        await send_json(
+            writer, 200, {"id": response_id, "object": "response.deleted", "deleted": True}
+        )
+    else:
+        await send(writer, 200, content, "application/json", {})

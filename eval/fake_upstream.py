@@ -10,7 +10,9 @@ for answers that depend on what was asked, such as parallel calls), else the nex
 queued :class:`Script`, else the default one, and is answered as OpenAI's API would:
 a plain answer, streamed chunks with ``usage``, tool calls in both forms, an error,
 or a slow or hung answer. Every request is recorded (unless ``record=False``, as the
-command line runs it) so a test can check what reached the upstream.
+command line runs it) so a test can check what reached the upstream. The answers
+themselves are made in :mod:`eval.fake_answer`, the HTTP framing in
+:mod:`eval.fake_wire`.
 
     python -m eval.fake_upstream --port 9100 --delay-ms 20
 """
@@ -22,57 +24,19 @@ import asyncio
 import itertools
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from eval import fake_responses
+from eval.fake_answer import Answer
 from eval.fake_endpoints import embeddings, model_list, moderations
+from eval.fake_script import FakeToolCall, Script
+from eval.fake_wire import drop, read_body, send, send_json
 from proxy import json_codec
 
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
-
-
-@dataclass(frozen=True)
-class FakeToolCall:
-    name: str
-    arguments: str
-    id: str = ""
-
-
-@dataclass(frozen=True)
-class Script:
-    """How to answer one request. ``text=None`` echoes the last user message."""
-
-    text: str | None = None
-    tool_calls: tuple[FakeToolCall, ...] = ()
-    status: int = 200
-    error: dict[str, Any] | None = None
-    raw_body: bytes | None = None  # sent as it is, whatever the status (not JSON, say)
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    chunk_delay: float = 0.0
-    words_per_chunk: int = 1
-    hang: bool = False
-    hang_after_events: int | None = None
-    drop_after_events: int | None = None
-    # Set by the test once its client has seen what came before the drop: aiohttp drops
-    # data it has buffered when the connection breaks before its reader ran, so without
-    # this the events before a drop reach the proxy only when the scheduler is kind.
-    drop_when: threading.Event | None = None
-    finish_reason: str | None = None  # e.g. "length": an answer cut at max_tokens
+__all__ = ["FakeToolCall", "FakeUpstream", "RecordedRequest", "Responder", "Script"]
 
 
 Responder = Callable[[dict[str, Any]], "Script | None"]
@@ -84,14 +48,6 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: Any
-
-
-async def _drop(writer: asyncio.StreamWriter, script: Script) -> None:
-    """Break the connection (a reset, no terminating chunk), once the test says so."""
-    await writer.drain()
-    if script.drop_when is not None:
-        await asyncio.to_thread(script.drop_when.wait, 60)
-    writer.transport.abort()
 
 
 class FakeUpstream:
@@ -192,20 +148,18 @@ class FakeUpstream:
             k.strip().lower(): v.strip()
             for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)
         }
-        body = await _read_body(reader, headers)
+        body = await read_body(reader, headers)
         parsed = json_codec.loads(body) if body else None  # big integers exact
         if self.record:
             self.requests.append(RecordedRequest(method, path, headers, parsed))
         if self.speaks_responses and "/responses/" in path and method in ("GET", "DELETE"):
-            stored = path.split("?", 1)[0].split("/responses/", 1)[1]
-            response_id, _, listing = stored.partition("/")  # listing: "input_items"
-            await self._stored_response(writer, method, response_id, listing)
+            await fake_responses.answer_stored(writer, self.stored_responses, method, path)
             return True
         route = _route(method, path)
         if route is None and self.speaks_responses and method == "POST":
             route = "/responses" if path.endswith("/responses") else None
         if route is None:
-            await _send_json(
+            await send_json(
                 writer,
                 404,
                 {
@@ -224,7 +178,7 @@ class FakeUpstream:
                 "message": "Missing required parameter: 'input'.",
                 "type": "invalid_request_error",
             }
-            await _send_json(writer, 400, {"error": {**error, "param": "input", "code": None}})
+            await send_json(writer, 400, {"error": {**error, "param": "input", "code": None}})
             return True
         script = None
         if self.responder is not None and method == "POST":
@@ -246,7 +200,7 @@ class FakeUpstream:
         if script.delay:
             await asyncio.sleep(script.delay)
         if script.raw_body is not None:
-            await _send(writer, script.status, script.raw_body, "text/plain", script.headers)
+            await send(writer, script.status, script.raw_body, "text/plain", script.headers)
             return True
         if script.status >= 400:
             error = script.error or {
@@ -255,23 +209,23 @@ class FakeUpstream:
                 "param": None,
                 "code": None,
             }
-            await _send_json(writer, script.status, {"error": error}, script.headers)
+            await send_json(writer, script.status, {"error": error}, script.headers)
             return True
         number = next(self._ids)
         if route == "/models":
-            await _send_json(writer, 200, model_list(self.models), script.headers)
+            await send_json(writer, 200, model_list(self.models), script.headers)
             return True
         if route == "/embeddings":
-            await _send_json(writer, 200, embeddings(request), script.headers)
+            await send_json(writer, 200, embeddings(request), script.headers)
             return True
         if route == "/moderations":
-            await _send_json(writer, 200, moderations(request, number), script.headers)
+            await send_json(writer, 200, moderations(request, number), script.headers)
             return True
         if route == "/responses":
             return await self._answer_responses(reader, writer, script, request, number)
-        answer = _Answer(script, request, number, text_api=route == "/completions")
+        answer = Answer(script, request, number, text_api=route == "/completions")
         if not request.get("stream"):
-            await _send_json(writer, 200, answer.completion(), script.headers)
+            await send_json(writer, 200, answer.completion(), script.headers)
             return True
         return await self._stream(reader, writer, script, answer)
 
@@ -284,36 +238,15 @@ class FakeUpstream:
         number: int,
     ) -> bool:
         """The Responses API's answer: the chat answer in its shapes (eval.fake_responses)."""
-        answer = _Answer(script, fake_responses.chat_request(request), number)
+        answer = Answer(script, fake_responses.chat_request(request), number)
         if not request.get("stream"):
             content = fake_responses.response(request, answer.completion(), number)
             if request.get("store") is not False:
                 self.stored_responses[f"resp_fake{number:06d}"] = content
-            await _send(writer, 200, content, "application/json", script.headers)
+            await send(writer, 200, content, "application/json", script.headers)
             return True
         events = fake_responses.events(request, answer.events(), number)
         return await self._send_events(reader, writer, script, (event for event in events))
-
-    async def _stored_response(
-        self, writer: asyncio.StreamWriter, method: str, response_id: str, listing: str
-    ) -> None:
-        content = self.stored_responses.get(response_id)
-        if content is None or listing not in ("", "input_items"):
-            error = {
-                "message": f"Response with id '{response_id}' not found.",
-                "type": "invalid_request_error",
-            }
-            await _send_json(writer, 404, {"error": {**error, "param": None, "code": None}})
-        elif listing:  # its input items are not kept: an empty page says it answered
-            page: dict[str, Any] = {"object": "list", "data": [], "first_id": None}
-            await _send_json(writer, 200, page | {"last_id": None, "has_more": False})
-        elif method == "DELETE":
-            del self.stored_responses[response_id]
-            await _send_json(
-                writer, 200, {"id": response_id, "object": "response.deleted", "deleted": True}
-            )
-        else:
-            await _send(writer, 200, content, "application/json", {})
 
     async def _send_events(
         self,
@@ -330,7 +263,7 @@ class FakeUpstream:
         writer.write(head.encode() + b"\r\n")
         for count, payload in enumerate(events):
             if script.drop_after_events is not None and count >= script.drop_after_events:
-                await _drop(writer, script)
+                await drop(writer, script)
                 return False
             writer.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         writer.write(b"0\r\n\r\n")
@@ -342,7 +275,7 @@ class FakeUpstream:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         script: Script,
-        answer: _Answer,
+        answer: Answer,
     ) -> bool:
         head = (
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
@@ -351,7 +284,7 @@ class FakeUpstream:
         writer.write(head.encode() + b"\r\n")
         for count, event in enumerate(answer.events()):
             if script.drop_after_events is not None and count >= script.drop_after_events:
-                await _drop(writer, script)
+                await drop(writer, script)
                 return False
             if script.hang_after_events is not None and count >= script.hang_after_events:
                 await writer.drain()
@@ -364,161 +297,6 @@ class FakeUpstream:
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return True
-
-
-class _Answer:
-    """One scripted answer, as a whole completion or as OpenAI's stream of chunks."""
-
-    def __init__(
-        self, script: Script, request: dict[str, Any], number: int, text_api: bool = False
-    ) -> None:
-        self.script = script
-        self.request = request
-        self.text_api = text_api  # /v1/completions: a prompt in, choices of text out
-        self.id = f"{'cmpl' if text_api else 'chatcmpl'}-fake{number:06d}"
-        self.created = int(time.time())
-        self.model = str(request.get("model", "fake-model"))
-        echoed = _echo_prompt(request) if text_api else _echo(request)
-        self.text = script.text if script.text is not None else echoed
-        self.calls = [
-            FakeToolCall(c.name, c.arguments, c.id or f"call_{number}_{i}")
-            for i, c in enumerate(script.tool_calls)
-        ]
-
-    def usage(self) -> dict[str, int]:
-        prompt = sum(
-            len(str(m.get("content") or "").split()) for m in self.request.get("messages", [])
-        ) + len(str(self.request.get("prompt") or "").split())
-        completion = len(self.text.split()) + sum(len(c.arguments) // 4 for c in self.calls)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        }
-
-    def finish_reason(self) -> str:
-        if self.script.finish_reason is not None:
-            return self.script.finish_reason
-        return "tool_calls" if self.calls else "stop"
-
-    def completion(self) -> dict[str, Any]:
-        if self.text_api:
-            return {**self._text_chunk(self.text, self.finish_reason()), "usage": self.usage()}
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": None if self.calls else self.text,
-            "refusal": None,
-        }
-        if self.calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in self.calls
-            ]
-        return {
-            "id": self.id,
-            "object": "chat.completion",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": "fp_fake",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": self.finish_reason(),
-                }
-            ],
-            "usage": self.usage(),
-        }
-
-    def events(self) -> Iterator[bytes]:
-        include_usage = bool((self.request.get("stream_options") or {}).get("include_usage"))
-        if self.text_api:
-            yield from self._text_events(include_usage)
-            return
-        for delta, finish in self._deltas():
-            chunk: dict[str, Any] = {
-                "id": self.id,
-                "object": "chat.completion.chunk",
-                "created": self.created,
-                "model": self.model,
-                "system_fingerprint": "fp_fake",
-                "choices": [
-                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-                ],
-            }
-            if include_usage:
-                chunk["usage"] = None
-            yield orjson.dumps(chunk)
-        if include_usage:
-            yield orjson.dumps(
-                {
-                    "id": self.id,
-                    "object": "chat.completion.chunk",
-                    "created": self.created,
-                    "model": self.model,
-                    "system_fingerprint": "fp_fake",
-                    "choices": [],
-                    "usage": self.usage(),
-                }
-            )
-        yield b"[DONE]"
-
-    def _text_chunk(self, text: str, finish: str | None) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": "fp_fake",
-            "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}],
-        }
-
-    def _text_events(self, include_usage: bool) -> Iterator[bytes]:
-        words = self.text.split(" ")
-        for i, word in enumerate(words):
-            last = i == len(words) - 1
-            chunk = self._text_chunk(word if last else word + " ", None)
-            if last:
-                chunk["choices"][0]["finish_reason"] = self.finish_reason()
-            yield orjson.dumps(chunk)
-        if include_usage:
-            yield orjson.dumps({**self._text_chunk("", None), "choices": [], "usage": self.usage()})
-        yield b"[DONE]"
-
-    def _deltas(self) -> Iterator[tuple[dict[str, Any], str | None]]:
-        yield (
-            {"role": "assistant", "content": "" if not self.calls else None, "refusal": None},
-            None,
-        )
-        if not self.calls:
-            words = self.text.split(" ")
-            step = self.script.words_per_chunk
-            for i in range(0, len(words), step):
-                piece = " ".join(words[i : i + step])
-                yield {"content": piece if i + step >= len(words) else piece + " "}, None
-        for index, call in enumerate(self.calls):
-            yield (
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": ""},
-                        }
-                    ]
-                },
-                None,
-            )
-            for start in range(0, len(call.arguments), 8):
-                fragment = call.arguments[start : start + 8]
-                yield {"tool_calls": [{"index": index, "function": {"arguments": fragment}}]}, None
-        yield {}, self.finish_reason()
 
 
 _MODELS = ("fake-model",)
@@ -534,54 +312,6 @@ def _route(method: str, path: str) -> str | None:
         if path.endswith(route):
             return route
     return None
-
-
-def _echo_prompt(request: dict[str, Any]) -> str:
-    prompt = request.get("prompt")
-    if isinstance(prompt, list) and prompt:
-        prompt = prompt[0]
-    return f"You said: {prompt}" if isinstance(prompt, str) else "You said something."
-
-
-def _echo(request: dict[str, Any]) -> str:
-    for message in reversed(request.get("messages") or []):
-        if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            return f"You said: {content}" if isinstance(content, str) else "You said something."
-    return "Hello from the fake upstream."
-
-
-async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
-    if "content-length" in headers:
-        return await reader.readexactly(int(headers["content-length"]))
-    if headers.get("transfer-encoding", "").lower() == "chunked":
-        parts = []
-        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
-            parts.append(await reader.readexactly(size))
-            await reader.readexactly(2)
-        await reader.readuntil(b"\r\n")
-        return b"".join(parts)
-    return b""
-
-
-async def _send_json(
-    writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None
-) -> None:
-    await _send(writer, status, orjson.dumps(payload), "application/json", headers or {})
-
-
-async def _send(
-    writer: asyncio.StreamWriter,
-    status: int,
-    body: bytes,
-    content_type: str,
-    headers: dict[str, str],
-) -> None:
-    head = f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}\r\n"
-    head += f"content-type: {content_type}\r\ncontent-length: {len(body)}\r\n"
-    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    writer.write(head.encode() + b"\r\n" + body)
-    await writer.drain()
 
 
 def main() -> None:

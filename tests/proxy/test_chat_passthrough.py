@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
-from tests.conftest import ServerThread, closed_after_test
+from tests.conftest import ServerThread, StartProxy, closed_after_test
 
 UPSTREAM_KEY = "sk-upstream-secret-0123456789"
 
@@ -234,8 +234,11 @@ def test_stream_reaches_the_client_before_the_upstream_has_finished(
 
 
 async def test_two_hundred_concurrent_streams_complete_in_order(
-    proxy: ServerThread, upstream: FakeUpstream
+    start_proxy: StartProxy, upstream: FakeUpstream
 ) -> None:
+    # 200 connects at once to a fake upstream that shares the test's cores: on a starved
+    # machine the default 10 s connect bound failed one (a 504), which says nothing here.
+    proxy = start_proxy(timeouts={"upstream_connect": 120.0})
     client = openai.AsyncOpenAI(
         base_url=f"{proxy.url}/v1",
         api_key="sk-client",
