@@ -25,6 +25,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy.errors import MissingArguments, ToolInputRejected, UpstreamError
+from proxy.execute.references import resolve
 from proxy.llm import ChatModel, Message, parse_object, quote_result
 
 PROMPT = (Path(__file__).parent / "prompts" / "write_arguments.md").read_text(encoding="utf-8")
@@ -59,14 +60,18 @@ class ArgumentWriter:
         fixed: Mapping[str, JsonValue],
         inputs: Mapping[str, str],
         model: ChatModel | None,
+        values: Mapping[str, float] | None = None,
     ) -> Written:
-        """Complete ``fixed`` into valid arguments; ``inputs`` are earlier results by node."""
+        """Complete ``fixed`` into valid arguments; ``inputs`` are earlier results by node,
+        ``values`` those of them that are one number (a name of one in the model's
+        arguments is replaced by it: :mod:`proxy.execute.references`)."""
         problems = validate_arguments(tool, dict(fixed))
         if not problems:
             return Written(dict(fixed), 0)
         if model is None:
             raise ToolInputRejected(f"{tool.name}: {'; '.join(problems)}", param=tool.name)
-        return await self._converse(tool, fixed, self._messages(tool, task, fixed, inputs), model)
+        messages = self._messages(tool, task, fixed, inputs)
+        return await self._converse(tool, fixed, messages, model, values or {})
 
     async def revise(
         self,
@@ -77,6 +82,7 @@ class ArgumentWriter:
         model: ChatModel,
         sent: Mapping[str, JsonValue],
         error: str,
+        values: Mapping[str, float] | None = None,
     ) -> Written:
         """New arguments after the tool itself rejected ``sent`` with ``error``.
 
@@ -89,7 +95,7 @@ class ArgumentWriter:
             {"role": "assistant", "content": json.dumps(dict(sent), ensure_ascii=False)},
             {"role": "user", "content": _rejected(error)},
         ]
-        return await self._converse(tool, fixed, messages, model)
+        return await self._converse(tool, fixed, messages, model, values or {})
 
     async def _converse(
         self,
@@ -97,6 +103,7 @@ class ArgumentWriter:
         fixed: Mapping[str, JsonValue],
         messages: list[Message],
         model: ChatModel,
+        values: Mapping[str, float],
     ) -> Written:
         """Ask until the reply validates, feeding the problems back, ``max_attempts`` times."""
         problems: list[str] = []
@@ -112,7 +119,7 @@ class ArgumentWriter:
             parsed = parse_object(reply.text)
             if parsed is not None and "missing" in parsed:
                 _raise_missing(tool, parsed, fixed)
-            arguments = {**(parsed or {}), **fixed}
+            arguments = {**resolve(parsed or {}, values), **fixed}
             problems = (
                 validate_arguments(tool, arguments)
                 if parsed is not None

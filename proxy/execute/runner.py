@@ -33,6 +33,7 @@ from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
 from proxy.execute.plan import PlanNode
+from proxy.execute.references import scalars
 from proxy.execute.scheduler import CALL_DEADLINE
 from proxy.llm import ChatModel
 
@@ -99,7 +100,7 @@ class CatalogRunner:
         sent = dict(arguments)
         try:
             revised = await writer.revise(
-                self.tool(node), node.task, fixed, inputs, model, sent, error
+                self.tool(node), node.task, fixed, inputs, model, sent, error, scalars(context)
             )
         finally:
             self.rejected[node.id] = error
@@ -140,7 +141,9 @@ class CatalogRunner:
         inputs.update({dep: self.compressed[dep].text for dep in context})
         fixed = dict(arguments)
         try:
-            written = await writer.write(tool, node.task, fixed, inputs, self._model)
+            written = await writer.write(
+                tool, node.task, fixed, inputs, self._model, scalars(context)
+            )
         except NoValidArguments as exc:
             self.attempts[node.id] = exc.attempts
             raise

@@ -224,6 +224,47 @@ async def test_written_arguments_drive_a_real_builtin_tool(
         await box.aclose()
 
 
+async def test_an_earlier_result_named_by_its_step_is_substituted(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    box = Sandbox(timeout=120)  # three sympy calls on a loaded machine
+    try:
+        tools = {tool.name: tool for tool in builtin_tools()}
+        runner = CatalogRunner(
+            tools, Invoker(None, python_tools(box)), writer=ArgumentWriter(), model=model
+        )
+        # what a 1.5B model wrote for "sum the results of s2 and s1" (issue 19's traces)
+        upstream.enqueue(answer({"expression": "s2 + s1.value"}))
+        plan = ToolPlan(
+            nodes=(
+                PlanNode(
+                    id="s1",
+                    tool="calculate_derivative",
+                    arguments={"expression": "x**4", "variable": "x", "at": 2},
+                ),
+                PlanNode(
+                    id="s2",
+                    tool="calculate_integral",
+                    arguments={"expression": "x**3", "variable": "x", "lower": 0, "upper": 2},
+                ),
+                PlanNode(
+                    id="s3",
+                    tool="evaluate_expression",
+                    task="Sum the results of s2 and s1.",
+                    needs=("s1", "s2"),
+                ),
+            )
+        )
+        run = await Scheduler(Executor(call_timeout=120)).execute(plan, runner)
+        assert run.ok, run.unfinished()
+        record = run.records["s3"]
+        assert record.arguments == {"expression": "4.0 + 32.0"}
+        assert isinstance(record.output, dict)
+        assert record.output["value"] == pytest.approx(36.0)
+    finally:
+        await box.aclose()
+
+
 def _full_hotel_runner(model: UpstreamModel, booked: list[object]) -> CatalogRunner:
     async def book(arguments: object) -> JsonValue:
         booked.append(dict(arguments) if isinstance(arguments, dict) else arguments)
