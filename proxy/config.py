@@ -440,11 +440,72 @@ class DatabasePack(_Section):
         return unquote(secret) if secret else None
 
 
+class KnowledgeGraphPack(_Section):
+    """One graph the knowledge-graph pack navigates (proxy/tools/knowledge_graph); its
+    tools are named ``<name>_<tool>``, e.g. ``geo_get_neighbors``."""
+
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9_]{0,30}$",
+        description="Short name, the prefix of the graph's tools (`geo`).",
+    )
+    kind: Literal["rdf", "bolt"] = Field(
+        default="rdf",
+        description="`rdf`: triples queried with SPARQL (a file or store directory in `path`, "
+        "or an endpoint in `url`); `bolt`: a Neo4j (or Bolt-speaking) server in `url`.",
+    )
+    path: Path | None = Field(
+        default=None,
+        description="rdf only: a file of triples (`.ttl`, `.nt`, `.nq`, `.trig`, `.rdf`, "
+        "`.jsonld`) loaded into memory at start, or an Oxigraph store directory opened "
+        "read-only; `demo` for the geography graph shipped in the package.",
+    )
+    url: str | None = Field(
+        default=None,
+        description="rdf: a SPARQL endpoint (`https://host/sparql`, queried with the SPARQL "
+        "protocol's query operation, which takes no update); bolt: "
+        "`bolt://user:password@host:7687/database` (read transactions; give it a role "
+        "that may only read).",
+    )
+    description: str = Field(
+        default="", description="What the graph holds, in a sentence, for tool retrieval."
+    )
+    name_property: str = Field(
+        default="name",
+        min_length=1,
+        description="bolt only: the node property that holds an entity's name.",
+    )
+    max_entities: int = Field(
+        default=10_000,
+        gt=0,
+        le=100_000,
+        description="Entities one variable holds; a larger set is cut and says so.",
+    )
+    timeout: float = Field(default=10.0, gt=0, description="Seconds one graph query may run.")
+
+    @model_validator(mode="after")
+    def _check_source(self) -> KnowledgeGraphPack:
+        if (self.path is None) == (self.url is None):
+            raise ValueError(f"knowledge graph {self.name}: give exactly one of path and url")
+        if self.kind == "bolt" and not (self.url or "").startswith(("bolt", "neo4j")):
+            raise ValueError(f"knowledge graph {self.name}: bolt needs a bolt:// or neo4j:// url")
+        if self.kind == "rdf" and self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"knowledge graph {self.name}: a SPARQL endpoint is an http(s) url")
+        return self
+
+    def password(self) -> str | None:
+        secret = urlsplit(self.url).password if self.url and "@" in self.url else None
+        return unquote(secret) if secret else None
+
+
 class Packs(_Section):
     """Tool packs built from settings, beside the built-in math pack."""
 
     database: list[DatabasePack] = Field(
         default_factory=list, description="Databases the database pack navigates, read-only."
+    )
+    knowledge_graph: list[KnowledgeGraphPack] = Field(
+        default_factory=list,
+        description="Graphs the knowledge-graph pack navigates, read-only (RDF or Bolt).",
     )
 
     @field_validator("database")
@@ -453,6 +514,13 @@ class Packs(_Section):
         if twice := _used_twice(database.name for database in databases):
             raise ValueError(f"database names used twice: {', '.join(twice)}")
         return databases
+
+    @field_validator("knowledge_graph")
+    @classmethod
+    def _unique_graphs(cls, graphs: list[KnowledgeGraphPack]) -> list[KnowledgeGraphPack]:
+        if twice := _used_twice(graph.name for graph in graphs):
+            raise ValueError(f"knowledge graph names used twice: {', '.join(twice)}")
+        return graphs
 
 
 class Retriever(RetrieverConfig, _Section):
@@ -590,6 +658,7 @@ class Settings(BaseSettings):
             if value and server.headers[name].startswith("env:")
         ]
         keys += [key for database in self.packs.database if (key := database.password())]
+        keys += [key for graph in self.packs.knowledge_graph if (key := graph.password())]
         return keys
 
     @classmethod

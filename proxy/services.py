@@ -114,7 +114,13 @@ async def open_services(
     if settings.admin_key is not None or settings.mcp_servers:  # the registry's or MCP's
         store = open_store(settings.data_dir, settings.neo4j_uri)
     mcp = _mcp_sources(settings, store)
-    executor = ToolExecutor(settings.executor, redis, mcp=mcp, databases=settings.packs.database)
+    executor = ToolExecutor(
+        settings.executor,
+        redis,
+        mcp=mcp,
+        databases=settings.packs.database,
+        graphs=settings.packs.knowledge_graph,
+    )
     stack.push_async_callback(executor.aclose)
     catalog = CatalogService(settings, select, store, mcp.available if mcp else None)
     stack.push_async_callback(catalog.aclose)

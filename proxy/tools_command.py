@@ -5,10 +5,10 @@ the argument check against the tool's schema, the egress policy and credentials 
 HTTP tools, the sandbox of the built-in pack, the database pack's read-only checks,
 the call timeout, and with ``--compress`` the compressor (truncation only: no model
 is asked which fields to keep). The tool is looked up among the packs the settings
-give (built-in, ``packs.database``) first, then in the catalog's graph store. The
-output is printed as JSON (``--compress``: the compressed text); a failure is one
-line on stderr and exit status 1, a tool that does not exist or arguments that are
-not a JSON object exit 2.
+give (built-in, ``packs.database``, ``packs.knowledge_graph``) first, then in the
+catalog's graph store. The output is printed as JSON (``--compress``: the compressed
+text); a failure is one line on stderr and exit status 1, a tool that does not exist
+or arguments that are not a JSON object exit 2.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from proxy.execute.scheduler import Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.tools.catalog import builtin_tools
 from proxy.tools.database.catalog import database_tools
+from proxy.tools.knowledge_graph.catalog import knowledge_graph_tools
 
 COMMANDS = ("tools",)
 _NODE = "call"
@@ -82,6 +83,7 @@ def find_tool(settings: Settings, name: str) -> Tool:
     """``name`` among the packs' tools, else in the catalog's graph store."""
     packs = builtin_tools() if settings.orchestrate.builtin_tools else []
     packs += database_tools(settings.packs.database)
+    packs += knowledge_graph_tools(settings.packs.knowledge_graph)
     for tool in packs:
         if tool.name == name:
             return tool
@@ -101,7 +103,11 @@ async def call_tool(
     """``tool``'s output as JSON text (``compress``: its compressed text), run as one
     node of a plan."""
     plan = ToolPlan(nodes=(PlanNode(id=_NODE, tool=tool.name, arguments=arguments),))
-    executor = ToolExecutor(settings.executor, databases=settings.packs.database)
+    executor = ToolExecutor(
+        settings.executor,
+        databases=settings.packs.database,
+        graphs=settings.packs.knowledge_graph,
+    )
     try:
         executed = await executor.execute(plan, {tool.name: tool}, model=None)
     finally:

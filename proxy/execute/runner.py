@@ -5,7 +5,10 @@ completed by the LLM from its sub-task and the compressed outputs of the nodes i
 depends on (and any ``background``: earlier results of the conversation) before
 the call; without one, they go as the plan bound them. A call whose tool and
 arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
-is answered from there instead of running again. When the tool rejects arguments
+is answered from there instead of running again. Every call runs with the request's
+:class:`~proxy.tools.variables.Variables` bound (the entity sets the knowledge-graph
+tools name ``#0``, ``#1``…), one per runner unless the caller passes the request's own.
+When the tool rejects arguments
 the model wrote (its input error), :meth:`CatalogRunner.revise` has them written once
 more with the tool's message, and the scheduler calls again.
 
@@ -36,6 +39,7 @@ from proxy.execute.plan import PlanNode
 from proxy.execute.references import scalars
 from proxy.execute.scheduler import CALL_DEADLINE
 from proxy.llm import ChatModel
+from proxy.tools.variables import Variables, bound_variables
 
 #: Seconds of a call's window kept for truncating its output when the field choice is slow.
 TRUNCATE_RESERVE = 0.25
@@ -52,8 +56,10 @@ class CatalogRunner:
         model: ChatModel | None = None,
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
+        variables: Variables | None = None,
     ) -> None:
         self._tools = tools
+        self.variables = variables if variables is not None else Variables()
         self._invoker = invoker
         self._writer = writer
         self._compressor = compressor or Compressor(4000)
@@ -158,7 +164,8 @@ class CatalogRunner:
         if earlier is not _ABSENT:
             self.reused.add(node.id)
             return copy.deepcopy(earlier)
-        return await self._invoker.invoke(tool, arguments)
+        with bound_variables(self.variables):
+            return await self._invoker.invoke(tool, arguments)
 
 
 _ABSENT: JsonValue = {"\0absent": True}

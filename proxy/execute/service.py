@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from graph_store.models import Tool
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.config import Executor
+from proxy.config import KnowledgeGraphPack as GraphSettings
 from proxy.execute.arguments import ArgumentWriter
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.egress import EgressPolicy
@@ -34,7 +35,9 @@ from proxy.kv import Bound, open_key_value
 from proxy.llm import ChatModel
 from proxy.tools.catalog import python_tools
 from proxy.tools.database.catalog import DatabasePack
+from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
 from proxy.tools.sandbox import Sandbox
+from proxy.tools.variables import Variables
 
 #: Field lists kept (one per tool and version; the oldest goes), and the largest.
 FIELD_LISTS = Bound("field_lists", 4096, 64 * 1024)
@@ -62,7 +65,8 @@ class ToolExecutor:
     caller closes it); by default the executor makes and closes its own. ``mcp``: how
     ``mcp://`` endpoints are called (the app's MCP sources), if any are configured.
     ``databases``: the database pack's databases (``packs.database``), whose tools run
-    in process beside the built-in ones."""
+    in process beside the built-in ones; ``graphs``: the knowledge-graph pack's graphs
+    (``packs.knowledge_graph``), likewise."""
 
     def __init__(
         self,
@@ -71,6 +75,7 @@ class ToolExecutor:
         client: httpx.AsyncClient | None = None,
         mcp: ToolInvoker | None = None,
         databases: Sequence[DatabaseSettings] = (),
+        graphs: Sequence[GraphSettings] = (),
     ) -> None:
         self.settings = settings
         self.policy = EgressPolicy.from_settings(settings)
@@ -81,6 +86,8 @@ class ToolExecutor:
         self.databases = DatabasePack.open(databases)
         python = python_tools(self.sandbox)
         python.functions.update(self.databases.functions())
+        self.graphs = KnowledgeGraphPack.open(graphs)
+        python.functions.update(self.graphs.functions())
         self.invoker = Invoker(HttpInvoker(self._client, settings), python, mcp)
         cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
@@ -90,6 +97,7 @@ class ToolExecutor:
         if self._owns_client:
             await self._client.aclose()
         await self.sandbox.aclose()
+        await self.graphs.aclose()
         if self.databases.databases:  # their pools close sockets: a blocking call
             await asyncio.to_thread(self.databases.close)
 
@@ -99,6 +107,7 @@ class ToolExecutor:
         model: ChatModel | None,
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
+        variables: Variables | None = None,
     ) -> CatalogRunner:
         return CatalogRunner(
             tools,
@@ -108,6 +117,7 @@ class ToolExecutor:
             model=model,
             reuse=reuse,
             background=background,
+            variables=variables,
         )
 
     async def execute(
@@ -120,14 +130,16 @@ class ToolExecutor:
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
         client: str = "",
+        variables: Variables | None = None,
     ) -> ExecutedPlan:
         """Run ``plan`` over ``tools``; ``model`` writes arguments and picks fields.
 
         ``reuse``: earlier calls' outputs by :func:`~proxy.execute.runner.call_key`;
         ``background``: earlier results the argument writer may read, by label;
-        ``client``: whose plan it is, for the per-client limit on each host.
+        ``client``: whose plan it is, for the per-client limit on each host;
+        ``variables``: the request's entity sets, when it runs more than one plan.
         """
-        runner = self.runner(tools, model, reuse, background)
+        runner = self.runner(tools, model, reuse, background, variables)
         run = await self.scheduler.execute(plan, runner, observer, client=client)
         compressed = {
             node_id: runner.compressed[node_id]

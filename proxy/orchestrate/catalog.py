@@ -41,6 +41,7 @@ from proxy.errors import ToolgraphError
 from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
 from proxy.tools.database.catalog import database_tools
+from proxy.tools.knowledge_graph.catalog import knowledge_graph_tools
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
     from proxy.plan.memory import PlanMemory
@@ -223,7 +224,8 @@ class CatalogService:
         store = self.store
         store.refresh()
         seeded = builtin_tools() if settings.orchestrate.builtin_tools else []
-        self._seed_tools(store, seeded + database_tools(settings.packs.database))
+        seeded += database_tools(settings.packs.database)
+        self._seed_tools(store, seeded + knowledge_graph_tools(settings.packs.knowledge_graph))
         # Read before the tools: a write landing in between leaves a stamp that differs
         # from the store's, so the next check loads again rather than missing it.
         version = store.version()

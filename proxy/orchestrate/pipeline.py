@@ -176,6 +176,7 @@ class Pipeline:
                     f"earlier-{i}": f"{call.tool}: {call.text}" for i, call in enumerate(earlier, 1)
                 },
                 client=turn.client,
+                variables=turn.variables,
             )
         return turn.executed
 

@@ -26,6 +26,7 @@ from proxy.execute.service import ExecutedPlan
 from proxy.llm import Usage
 from proxy.plan.model import Plan
 from proxy.protocol.chat import ChatCompletionRequest
+from proxy.tools.variables import Variables
 from proxy.upstream import Target, Upstream
 from retriever.conversation import message_text
 
@@ -91,6 +92,7 @@ class Turn:
     plan: Plan | None = None
     tool_plan: ToolPlan | None = None
     executed: ExecutedPlan | None = None
+    variables: Variables = field(default_factory=Variables)  # entity sets, for every plan run
     outcome: Outcome | None = None  # None: still running, or cancelled
     trace_saved: bool = False
 

@@ -1,0 +1,210 @@
+"""The knowledge-graph pack as catalog tools: one set of eight per configured graph.
+
+Each graph named ``name`` in ``packs.knowledge_graph`` gives ``<name>_find_entities``,
+``<name>_get_relations``… with ``builtin:<tool>`` endpoints, in the group
+``knowledge_graph_<name>`` and the category ``knowledge_graph``;
+:class:`KnowledgeGraphPack` holds the graphs (opened by their first call) and their
+in-process functions for the executor's :class:`~proxy.tools.builtin.PythonTools`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from graph_store.ingest.openai_spec import parse_openai
+from graph_store.models import Endpoint, Tool
+from proxy.config import KnowledgeGraphPack as GraphSettings
+from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
+from proxy.tools.knowledge_graph import tools
+from proxy.tools.knowledge_graph.backend import GraphBackend
+from proxy.tools.knowledge_graph.tools import KnowledgeGraph
+
+GraphTool = Callable[[KnowledgeGraph, Mapping[str, JsonValue]], Awaitable[JsonValue]]
+
+#: The graph shipped with the package (``path: demo``): see demo/README.md.
+DEMO = Path(__file__).parent / "demo" / "geography.ttl"
+
+_VARIABLE: JsonValue = {
+    "type": "string",
+    "description": "A variable an earlier call returned (#0, #1…), or one entity's id.",
+}
+_SET: dict[str, JsonValue] = {
+    "variable": "#1",
+    "count": 2,
+    "entities": [{"id": "http://example.org/geo/Paris", "name": "Paris"}],
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    suffix: str
+    function: GraphTool
+    description: str
+    properties: dict[str, JsonValue]
+    required: tuple[str, ...]
+    example: JsonValue
+
+
+SPECS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "find_entities",
+        tools.find_entities,
+        "Find the entities of the {what} with a name (a place, a person, a film): the "
+        "starting point of every question; returns a variable naming them.",
+        {"name": {"type": "string", "description": "The entity's name."}},
+        ("name",),
+        {**_SET, "variable": "#0"},
+    ),
+    ToolSpec(
+        "get_relations",
+        tools.get_relations,
+        "List the relations that lead from (or, written ^relation, to) the entities of a "
+        "variable in the {what}.",
+        {"variable": _VARIABLE},
+        ("variable",),
+        {"variable": "#0", "relations": ["http://example.org/geo/capital", "^..."]},
+    ),
+    ToolSpec(
+        "get_neighbors",
+        tools.get_neighbors,
+        "Follow one relation (as get_relations listed it) from the entities of a variable "
+        "in the {what}; returns a new variable with the entities reached.",
+        {"variable": _VARIABLE, "relation": {"type": "string", "description": "A relation."}},
+        ("variable", "relation"),
+        _SET,
+    ),
+    ToolSpec(
+        "get_attributes",
+        tools.get_attributes,
+        "List the attributes (numbers, dates, text) of the entities of a variable in the "
+        "{what}, each with an example value.",
+        {"variable": _VARIABLE},
+        ("variable",),
+        {"variable": "#1", "attributes": {"http://example.org/geo/population": 2100000}},
+    ),
+    ToolSpec(
+        "argmax",
+        tools.argmax,
+        "Keep the entities of a variable in the {what} with the highest value of an "
+        "attribute (largest, most, latest); returns a new variable and the value.",
+        {"variable": _VARIABLE, "attribute": {"type": "string", "description": "An attribute."}},
+        ("variable", "attribute"),
+        {**_SET, "value": 2100000},
+    ),
+    ToolSpec(
+        "argmin",
+        tools.argmin,
+        "Keep the entities of a variable in the {what} with the lowest value of an "
+        "attribute (smallest, fewest, earliest); returns a new variable and the value.",
+        {"variable": _VARIABLE, "attribute": {"type": "string", "description": "An attribute."}},
+        ("variable", "attribute"),
+        {**_SET, "value": 1200},
+    ),
+    ToolSpec(
+        "intersection",
+        tools.intersection,
+        "Keep the entities two variables of the {what} have in common; returns a new variable.",
+        {"variable1": _VARIABLE, "variable2": _VARIABLE},
+        ("variable1", "variable2"),
+        _SET,
+    ),
+    ToolSpec(
+        "count",
+        tools.count,
+        "Count the entities of a variable in the {what} (how many).",
+        {"variable": _VARIABLE},
+        ("variable",),
+        {"variable": "#2", "count": 7},
+    ),
+)
+
+
+def knowledge_graph_tools(settings: Sequence[GraphSettings]) -> list[Tool]:
+    """Every configured graph's tools as catalog records."""
+    return [tool for graph in settings for tool in _tools_of(graph)]
+
+
+def _tools_of(graph: GraphSettings) -> list[Tool]:
+    group = f"knowledge_graph_{graph.name}"
+    what = f"{graph.name} knowledge graph"
+    if graph.description:
+        what += f" ({graph.description.rstrip('.')})"
+    specs: list[dict[str, JsonValue]] = [
+        {
+            "name": f"{graph.name}_{spec.suffix}",
+            "description": spec.description.format(what=what),
+            "x-group": group,
+            "x-category": "knowledge_graph",
+            "parameters": {
+                "type": "object",
+                "properties": spec.properties,
+                "required": list(spec.required),
+            },
+        }
+        for spec in SPECS
+    ]
+    parsed = parse_openai(Path(f"packs/{group}.json"), {"tools": specs})
+    if parsed.errors:
+        raise RuntimeError(f"the knowledge-graph pack's specs are invalid: {parsed.errors}")
+    examples = {f"{graph.name}_{spec.suffix}": spec.example for spec in SPECS}
+    return [
+        tool.model_copy(
+            update={
+                "endpoint": Endpoint(method="POST", url=f"{BUILTIN_SCHEME}{tool.name}"),
+                "response_example": examples[tool.name],
+            }
+        )
+        for tool in parsed.tools
+    ]
+
+
+@dataclass
+class KnowledgeGraphPack:
+    """The configured graphs; each backend opens on its graph's first call."""
+
+    graphs: list[KnowledgeGraph] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, settings: Sequence[GraphSettings]) -> KnowledgeGraphPack:
+        return cls([KnowledgeGraph(g.name, g.max_entities, _opener(g)) for g in settings])
+
+    def functions(self) -> dict[str, PythonTool]:
+        """Each graph's tools by catalog name, for the executor."""
+        return {
+            f"{graph.name}_{spec.suffix}": _bound(spec.function, graph)
+            for graph in self.graphs
+            for spec in SPECS
+        }
+
+    async def aclose(self) -> None:
+        for graph in self.graphs:
+            await graph.aclose()
+
+
+def _opener(settings: GraphSettings) -> Callable[[], Awaitable[GraphBackend]]:
+    async def open_backend() -> GraphBackend:
+        from proxy.tools.knowledge_graph.bolt import BoltGraph
+        from proxy.tools.knowledge_graph.rdf import RdfGraph
+        from proxy.tools.knowledge_graph.sparql import EmbeddedStore, SparqlEndpoint
+
+        if settings.kind == "bolt":
+            return BoltGraph(str(settings.url), settings.name_property, settings.timeout)
+        if settings.url is not None:
+            return RdfGraph(SparqlEndpoint(settings.url, settings.timeout))
+        path = DEMO if str(settings.path) == "demo" else Path(str(settings.path))
+        store = await asyncio.to_thread(EmbeddedStore.open, path, settings.timeout)
+        return RdfGraph(store)
+
+    return open_backend
+
+
+def _bound(function: GraphTool, graph: KnowledgeGraph) -> PythonTool:
+    async def call(arguments: Mapping[str, JsonValue]) -> JsonValue:
+        return await function(graph, arguments)
+
+    return call
