@@ -121,3 +121,23 @@ def test_a_catalog_http_tool_meets_the_egress_policy(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.startswith("toolgraph: local_lookup failed: ")
     assert "127.0.0.1" in err or "private" in err
+
+
+def test_a_knowledge_graph_tool_from_the_config_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    settings = config(tmp_path, packs={"knowledge_graph": [{"name": "geo", "path": "demo"}]})
+    geo = "http://example.org/geo/"
+    arguments = json.dumps({"variable": geo + "Spain", "relation": geo + "borders"})
+    status = main(
+        ["tools", "call", "geo_get_neighbors", "--config", settings, "--arguments", arguments]
+    )
+    assert status == 0
+    reached = json.loads(capsys.readouterr().out)
+    assert {entity["name"] for entity in reached["entities"]} == {"France", "Portugal"}
+    # One call is one request: a variable of an earlier shell call does not exist.
+    status = main(
+        ["tools", "call", "geo_count", "--config", settings, "--arguments", '{"variable": "#0"}']
+    )
+    assert status == 1
+    assert "no variable '#0' in this request" in capsys.readouterr().err

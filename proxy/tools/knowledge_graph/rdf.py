@@ -56,12 +56,12 @@ class RdfGraph:
     """A :class:`~proxy.tools.knowledge_graph.backend.GraphBackend` over SPARQL."""
 
     def __init__(self, transport: SparqlTransport) -> None:
-        self._transport = transport
+        self.transport = transport
 
     async def find_entities(self, name: str, limit: int) -> list[str]:
         wanted = f"LCASE({string_literal(name)})"
         for test in (f"LCASE(STR(?l)) = {wanted}", f"CONTAINS(LCASE(STR(?l)), {wanted})"):
-            rows = await self._transport.select(
+            rows = await self.transport.select(
                 f"SELECT DISTINCT ?e WHERE {{ VALUES ?p {{ {_LABELS} }} ?e ?p ?l . "
                 f"FILTER(isIRI(?e) && {test}) }} LIMIT {limit}"
             )
@@ -72,14 +72,14 @@ class RdfGraph:
     async def labels(self, ids: Sequence[str]) -> dict[str, str]:
         if not ids:
             return {}
-        rows = await self._transport.select(
+        rows = await self.transport.select(
             f"SELECT ?s (MIN(STR(?l)) AS ?label) WHERE {{ {_values(ids)} "
             f"VALUES ?p {{ {_LABELS} }} ?s ?p ?l }} GROUP BY ?s"
         )
         return {row["s"].value: row["label"].value for row in rows if "label" in row}
 
     async def relations(self, ids: Sequence[str]) -> list[str]:
-        rows = await self._transport.select(
+        rows = await self.transport.select(
             f"SELECT DISTINCT ?p ?back WHERE {{ {_values(ids)} "
             "{ ?s ?p ?o . FILTER(isIRI(?o)) BIND(false AS ?back) } UNION "
             "{ ?o ?p ?s . FILTER(isIRI(?o)) BIND(true AS ?back) } "
@@ -93,14 +93,14 @@ class RdfGraph:
         backwards = relation.startswith(INVERSE)
         predicate = iri(relation.removeprefix(INVERSE), "relation")
         pattern = f"?o {predicate} ?s" if backwards else f"?s {predicate} ?o"
-        rows = await self._transport.select(
+        rows = await self.transport.select(
             f"SELECT DISTINCT ?o WHERE {{ {_values(ids)} {pattern} . FILTER(isIRI(?o)) }} "
             f"LIMIT {limit}"
         )
         return [row["o"].value for row in rows]
 
     async def attributes(self, ids: Sequence[str]) -> dict[str, JsonValue]:
-        rows = await self._transport.select(
+        rows = await self.transport.select(
             f"SELECT ?p (SAMPLE(?o) AS ?example) WHERE {{ {_values(ids)} ?s ?p ?o . "
             f"FILTER(isLiteral(?o)) }} GROUP BY ?p LIMIT {MAX_LISTED}"
         )
@@ -108,7 +108,7 @@ class RdfGraph:
 
     async def extreme(self, ids: Sequence[str], attribute: str, highest: bool) -> Extreme | None:
         order = "DESC(?v)" if highest else "ASC(?v)"
-        rows = await self._transport.select(
+        rows = await self.transport.select(
             f"SELECT ?s ?v WHERE {{ {_values(ids)} ?s {iri(attribute, 'attribute')} ?v . "
             f"FILTER(isLiteral(?v)) }} ORDER BY {order} LIMIT {_TIES}"
         )
@@ -119,7 +119,7 @@ class RdfGraph:
         return Extreme(best.json(), held)
 
     async def aclose(self) -> None:
-        await self._transport.aclose()
+        await self.transport.aclose()
 
 
 def _example(row: Row) -> JsonValue:

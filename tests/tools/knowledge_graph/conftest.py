@@ -56,6 +56,7 @@ class Geo:
     pack: KnowledgeGraphPack
     backend: str
     variables: Variables
+    bolt_uri: str = ""
 
     async def call(self, tool: str, **arguments: Any) -> Any:
         with bound_variables(self.variables):
@@ -76,6 +77,9 @@ class Geo:
 
 @pytest.fixture(params=BACKENDS)
 async def geo(request: pytest.FixtureRequest) -> AsyncIterator[Geo]:
-    pack = KnowledgeGraphPack.open([settings_for(request.param, request)])
-    yield Geo(pack, request.param, Variables())
+    settings = settings_for(request.param, request)
+    pack = KnowledgeGraphPack.open([settings])
+    yield Geo(
+        pack, request.param, Variables(), (settings.url or "") if request.param == "bolt" else ""
+    )
     await pack.aclose()
