@@ -34,14 +34,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graph_store.errors import StoreUnavailable
-from graph_store.models import Tool
+from graph_store.models import Edge, EdgeKind, Tool
 from graph_store.store import GraphStore, open_store
 from proxy.config import Settings
 from proxy.errors import ToolgraphError
 from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
 from proxy.tools.database.catalog import database_tools
-from proxy.tools.knowledge_graph.catalog import knowledge_graph_tools
+from proxy.tools.knowledge_graph.catalog import (
+    EDGE_ORIGIN,
+    knowledge_graph_edges,
+    knowledge_graph_tools,
+)
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
     from proxy.plan.memory import PlanMemory
@@ -226,6 +230,7 @@ class CatalogService:
         seeded = builtin_tools() if settings.orchestrate.builtin_tools else []
         seeded += database_tools(settings.packs.database)
         self._seed_tools(store, seeded + knowledge_graph_tools(settings.packs.knowledge_graph))
+        self._seed_edges(store, knowledge_graph_edges(settings.packs.knowledge_graph))
         # Read before the tools: a write landing in between leaves a stamp that differs
         # from the store's, so the next check loads again rather than missing it.
         version = store.version()
@@ -283,6 +288,15 @@ class CatalogService:
         encoder = load_encoder(gate_encoder_config(self._settings.retriever))
         documents = [gate_document(tool_fields(tool)) for tool in tools]
         return CatalogGate(load_gate(), encoder, documents, self._gate_vectors)
+
+    @staticmethod
+    def _seed_edges(store: GraphStore, edges: list[Edge]) -> None:
+        """Write the knowledge-graph pack's preconditions when they differ from the store's."""
+        if not edges:
+            return
+        held = {e.key for e in store.edges(EdgeKind.STRONG_DEP) if e.origin == EDGE_ORIGIN}
+        if held != {edge.key for edge in edges}:
+            store.replace_edges(EDGE_ORIGIN, edges)
 
     @staticmethod
     def _seed_tools(store: GraphStore, tools: list[Tool]) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from graph_store.ingest.openai_spec import parse_openai
-from graph_store.models import Endpoint, Tool
+from graph_store.models import Edge, EdgeKind, Endpoint, Tool
 from proxy.config import KnowledgeGraphPack as GraphSettings
 from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
 from proxy.tools.knowledge_graph import tools
@@ -161,6 +161,44 @@ def _tools_of(graph: GraphSettings) -> list[Tool]:
         )
         for tool in parsed.tools
     ]
+
+
+#: Origin of the preconditions' edges in the tool graph (replaced as a whole).
+EDGE_ORIGIN = "pack:knowledge_graph"
+
+_SETS = ("get_relations", "get_neighbors", "get_attributes", "argmax", "argmin", "intersection",
+         "count")  # fmt: skip
+_MAKERS = ("find_entities", "get_neighbors", "argmax", "argmin", "intersection")
+
+#: (tool, the tool whose output it needs, what flows): a variable from a call that makes
+#: one, a relation from get_relations, an attribute from get_attributes.
+PRECONDITIONS: tuple[tuple[str, str, str], ...] = (
+    *((maker, user, "variable") for maker in _MAKERS for user in _SETS if maker != user),
+    ("get_relations", "get_neighbors", "relation"),
+    ("get_attributes", "argmax", "attribute"),
+    ("get_attributes", "argmin", "attribute"),
+)
+
+
+def knowledge_graph_edges(settings: Sequence[GraphSettings]) -> list[Edge]:
+    """The tools' preconditions as STRONG_DEP edges of the tool graph: the planner offers
+    a dependent step the tools its predecessor's output can feed."""
+    edges = []
+    for graph in settings:
+        ids = {tool.name: tool.id for tool in _tools_of(graph)}
+        edges += [
+            Edge(
+                src=ids[f"{graph.name}_{source}"],
+                dst=ids[f"{graph.name}_{target}"],
+                kind=EdgeKind.STRONG_DEP,
+                weight=1.0,
+                resource=resource,
+                origin=EDGE_ORIGIN,
+                reason=f"{target} needs a {resource} that {source} returns",
+            )
+            for source, target, resource in PRECONDITIONS
+        ]
+    return edges
 
 
 @dataclass
