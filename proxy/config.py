@@ -486,6 +486,8 @@ class KnowledgeGraphPack(_Section):
     def _check_source(self) -> KnowledgeGraphPack:
         if (self.path is None) == (self.url is None):
             raise ValueError(f"knowledge graph {self.name}: give exactly one of path and url")
+        if self.kind == "bolt" and self.path is not None:
+            raise ValueError(f"knowledge graph {self.name}: a bolt graph has a url, not a path")
         if self.kind == "bolt" and not (self.url or "").startswith(("bolt", "neo4j")):
             raise ValueError(f"knowledge graph {self.name}: bolt needs a bolt:// or neo4j:// url")
         if self.kind == "rdf" and self.url and not self.url.startswith(("http://", "https://")):

@@ -115,6 +115,7 @@ def test_upstream_model_catches_unrouted_names(monkeypatch: pytest.MonkeyPatch) 
         ("models:\n  - {name: a, litellm_model: openai/x, api_key_env: NOT_SET_ANYWHERE}\n", "models.0.api_key_env"),
         ("mcp_servers:\n  - {name: a, url: http://h/mcp}\n  - {name: a, command: [x]}\n", "mcp_servers"),
         ("packs:\n  database:\n    - {name: a, url: sqlite:///a.db}\n    - {name: a, url: sqlite:///b.db}\n", "packs.database"),
+        ("packs:\n  knowledge_graph:\n    - {name: a, path: demo}\n    - {name: a, path: b.ttl}\n", "packs.knowledge_graph"),
     ],
 )  # fmt: skip
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> None:
@@ -191,3 +192,29 @@ def test_onnx_exports_go_under_the_data_dir_unless_placed(
         write(tmp_path, f"data_dir: {tmp_path / 'data'}\nretriever:\n  onnx_dir: {tmp_path}\n")
     )
     assert placed.retriever.onnx_dir == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ("{name: geo}", "give exactly one of path and url"),
+        ("{name: geo, path: demo, url: 'http://h/sparql'}", "give exactly one of path and url"),
+        ("{name: geo, kind: bolt, path: demo}", "a bolt graph has a url, not a path"),
+        ("{name: geo, kind: bolt, url: 'http://h:7474'}", "bolt needs a bolt:// or neo4j:// url"),
+        ("{name: geo, url: 'bolt://h:7687'}", r"a SPARQL endpoint is an http\(s\) url"),
+    ],
+)
+def test_a_knowledge_graph_names_what_is_wrong_with_its_source(
+    tmp_path: Path, entry: str, says: str
+) -> None:
+    with pytest.raises(
+        ConfigError, match=f"packs.knowledge_graph.0: .*knowledge graph geo: {says}"
+    ):
+        load_settings(write(tmp_path, f"packs:\n  knowledge_graph:\n    - {entry}\n"))
+
+
+def test_a_bolt_password_is_a_secret(tmp_path: Path) -> None:
+    text = (
+        "packs:\n  knowledge_graph:\n    - {name: g, kind: bolt, url: 'bolt://u:s3cr%21t@h/db'}\n"
+    )
+    assert "s3cr!t" in load_settings(write(tmp_path, text)).secrets()

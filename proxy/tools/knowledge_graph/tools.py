@@ -53,7 +53,8 @@ class KnowledgeGraph:
 
 async def find_entities(graph: KnowledgeGraph, arguments: Mapping[str, JsonValue]) -> JsonValue:
     name = text_argument(arguments, "name")
-    ids = await (await graph.backend()).find_entities(name, graph.max_entities + 1)
+    backend = await graph.backend()
+    ids = await backend.find_entities(name, graph.max_entities + 1)
     if not ids:
         raise ToolInputRejected(
             f"no entity named {name!r} in the {graph.name} graph (nor one whose name "
@@ -65,26 +66,29 @@ async def find_entities(graph: KnowledgeGraph, arguments: Mapping[str, JsonValue
 
 async def get_relations(graph: KnowledgeGraph, arguments: Mapping[str, JsonValue]) -> JsonValue:
     name, entities = _entities(graph, arguments, "variable")
-    relations = await (await graph.backend()).relations(entities.ids)
+    backend = await graph.backend()
+    relations = await backend.relations(entities.ids)
     return {"variable": name, "relations": list(relations)}
 
 
 async def get_neighbors(graph: KnowledgeGraph, arguments: Mapping[str, JsonValue]) -> JsonValue:
     name, entities = _entities(graph, arguments, "variable")
     relation = text_argument(arguments, "relation").strip()
-    relations = await (await graph.backend()).relations(entities.ids)
+    backend = await graph.backend()
+    relations = await backend.relations(entities.ids)
     if relation not in relations:
         raise ToolInputRejected(
             f"relation {relation!r} does not lead from {name}; its relations: {_listed(relations)}",
             param="relation",
         )
-    ids = await (await graph.backend()).neighbors(entities.ids, relation, graph.max_entities + 1)
+    ids = await backend.neighbors(entities.ids, relation, graph.max_entities + 1)
     return await _new_variable(graph, ids)
 
 
 async def get_attributes(graph: KnowledgeGraph, arguments: Mapping[str, JsonValue]) -> JsonValue:
     name, entities = _entities(graph, arguments, "variable")
-    attributes = await (await graph.backend()).attributes(entities.ids)
+    backend = await graph.backend()
+    attributes = await backend.attributes(entities.ids)
     return {"variable": name, "attributes": dict(attributes)}
 
 
@@ -117,13 +121,14 @@ async def _extreme(
 ) -> JsonValue:
     name, entities = _entities(graph, arguments, "variable")
     attribute = text_argument(arguments, "attribute").strip()
-    attributes = await (await graph.backend()).attributes(entities.ids)
+    backend = await graph.backend()
+    attributes = await backend.attributes(entities.ids)
     if attribute not in attributes:
         raise ToolInputRejected(
             f"no attribute {attribute!r} on {name}; its attributes: {_listed(list(attributes))}",
             param="attribute",
         )
-    found = await (await graph.backend()).extreme(entities.ids, attribute, highest)
+    found = await backend.extreme(entities.ids, attribute, highest)
     if found is None:
         raise ToolInputRejected(f"no values of {attribute!r} on {name}", param="attribute")
     answer = await _new_variable(graph, list(found.ids))
@@ -152,7 +157,8 @@ async def _new_variable(
     cut = truncated or len(ids) > graph.max_entities
     entities = EntitySet(graph.name, tuple(ids[: graph.max_entities]), cut)
     name = current_variables().add(entities)
-    labels = await (await graph.backend()).labels(entities.ids[:SAMPLE])
+    backend = await graph.backend()
+    labels = await backend.labels(entities.ids[:SAMPLE])
     made: dict[str, JsonValue] = {"variable": name, "count": len(entities.ids)}
     if cut:
         made["truncated"] = True
