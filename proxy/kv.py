@@ -77,6 +77,10 @@ class KeyValue(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
+    async def newest(self, limit: int) -> list[tuple[str, bytes]]:
+        """Up to ``limit`` live entries (key, value) of this use, the latest written first."""
+        ...
+
 
 class MemoryKeyValue:
     """In process, within ``bound``."""
@@ -113,6 +117,16 @@ class MemoryKeyValue:
 
     async def delete(self, key: str) -> None:
         self._items.pop(key, None)
+
+    async def newest(self, limit: int) -> list[tuple[str, bytes]]:
+        now = time.monotonic()
+        found = []
+        for key, (expires, value) in reversed(self._items.items()):
+            if len(found) >= limit:
+                break
+            if expires > now:
+                found.append((key, value))
+        return found
 
     def _make_room(self) -> None:
         """Room for one new key: expired entries go first, from the oldest write on."""
@@ -181,6 +195,20 @@ class RedisKeyValue:
             both.zrem(self._index, key)
             await _reached(both.execute())
 
+    async def newest(self, limit: int) -> list[tuple[str, bytes]]:
+        # the index keeps an expired key until room is made: page on past the dead ones
+        found: list[tuple[str, bytes]] = []
+        start = 0
+        while len(found) < limit:
+            members = await _reached(self._redis.zrevrange(self._index, start, start + limit - 1))
+            if not members:
+                break
+            keys = [_as_bytes(m).decode() for m in members]
+            values = await _reached(self._redis.mget([PREFIX + k for k in keys]))
+            found += [(k, _as_bytes(v)) for k, v in zip(keys, values, strict=True) if v is not None]
+            start += limit
+        return found[:limit]
+
     async def _store(self, key: str, value: bytes, ttl: int, *, only_if_empty: bool) -> bool:
         _check_size(self.bound, value)
         flags = [int(self.bound.evict), int(only_if_empty)]
@@ -202,6 +230,10 @@ async def _reached(command: Awaitable[T]) -> T:
         # the class only: redis' own text names internal hosts and ports, and this
         # message may reach a client (a trace lookup's 503)
         raise StoreUnavailable(f"Redis cannot be reached ({type(exc).__name__})") from None
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value
 
 
 def _check_size(bound: Bound, value: bytes) -> None:

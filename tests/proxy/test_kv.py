@@ -184,3 +184,29 @@ async def test_store_unavailable_does_not_name_the_redis_address() -> None:
     assert str(port) not in raised.value.message
     assert "127.0.0.1" not in raised.value.message
     await client.aclose()
+
+
+async def test_newest_lists_live_entries_latest_write_first(bounded: Open) -> None:
+    store = bounded(10)
+    keys = [key() for _ in range(4)]
+    for k in keys:
+        await store.put(k, k.encode(), 60)
+    await store.put(keys[1], b"rewritten", 60)
+    await store.put(keys[2], b"short-lived", 1)
+    await store.delete(keys[3])
+    assert await store.newest(2) == [(keys[2], b"short-lived"), (keys[1], b"rewritten")]
+    for _ in range(100):  # Redis expires on its own clock: wait for it, never assume
+        if await store.get(keys[2]) is None:
+            break
+        await asyncio.sleep(0.05)
+    # the expired entry and the deleted one are not listed; a small limit pages past them
+    assert await store.newest(1) == [(keys[1], b"rewritten")]
+    assert await store.newest(10) == [(keys[1], b"rewritten"), (keys[0], keys[0].encode())]
+
+
+async def test_newest_lists_only_its_own_use(bounded: Open) -> None:
+    one, other = bounded(10), bounded(10)
+    k = key()
+    await one.put(k, b"mine", 60)
+    await other.put(key(), b"theirs", 60)
+    assert await one.newest(5) == [(k, b"mine")]
