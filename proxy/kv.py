@@ -120,7 +120,7 @@ class MemoryKeyValue:
 
     async def newest(self, limit: int) -> list[tuple[str, bytes]]:
         now = time.monotonic()
-        found = []
+        found: list[tuple[str, bytes]] = []
         for key, (expires, value) in reversed(self._items.items()):
             if len(found) >= limit:
                 break
@@ -200,10 +200,11 @@ class RedisKeyValue:
         found: list[tuple[str, bytes]] = []
         start = 0
         while len(found) < limit:
-            members = await _reached(self._redis.zrevrange(self._index, start, start + limit - 1))
+            end = start + limit - 1
+            members = await _reached(self._redis.zrevrange(self._index, start, end))
             if not members:
                 break
-            keys = [_as_bytes(m).decode() for m in members]
+            keys = [_as_bytes(m).decode() for m in members if isinstance(m, bytes | str)]
             values = await _reached(self._redis.mget([PREFIX + k for k in keys]))
             found += [(k, _as_bytes(v)) for k, v in zip(keys, values, strict=True) if v is not None]
             start += limit

@@ -3,18 +3,41 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from proxy.auth import authenticate
 from proxy.errors import NotFound
+from proxy.orchestrate.traces import TraceFilter, trace_summary
+from proxy.responses import JSONResponse
 from proxy.services import services_of
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
+#: The latest traces a filtered list looks through (a filter reads no older ones).
+SCAN = 500
+
 router = APIRouter(dependencies=[Depends(authenticate)])
+
+
+@router.get("/v1/toolgraph/traces")
+async def list_traces(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=SCAN)] = 50,
+    outcome: Literal["answer", "question", "error", "cancelled"] | None = None,
+    tool: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    min_seconds: Annotated[float | None, Query(ge=0)] = None,
+) -> JSONResponse:
+    """Summaries of the latest traces, newest first; with a filter, the ones among the
+    latest ``SCAN`` that pass it."""
+    wanted = TraceFilter(outcome, tool, min_seconds)
+    unfiltered = wanted == TraceFilter()
+    traces = await services_of(request).orchestrator.traces.newest(limit if unfiltered else SCAN)
+    summaries = [s for s in map(trace_summary, traces) if wanted.keeps(s)]
+    return JSONResponse({"object": "list", "data": summaries[:limit]})
 
 
 @router.get("/v1/toolgraph/traces/{trace_id}")

@@ -1,7 +1,8 @@
 """Request traces: everything one orchestrated request did, kept for a while.
 
 ``GET /v1/toolgraph/traces/{id}`` returns one (the id is the response's
-``x-toolgraph-trace-id``): the plan with every candidate list and decision, the
+``x-toolgraph-trace-id``), ``GET /v1/toolgraph/traces`` a summary of the latest
+(:func:`trace_summary`; the console's list): the plan with every candidate list and decision, the
 tool DAG, every call with its arguments, timings, raw and compressed output, the
 answer's kind and the summed usage. It is derived from the typed :class:`Turn`
 when it is saved; nothing reads it to decide what to do. Secrets the proxy knows
@@ -11,7 +12,8 @@ stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import JsonValue
 
@@ -21,6 +23,9 @@ from proxy.execute.scheduler import CallRecord
 from proxy.execute.service import ExecutedPlan
 from proxy.kv import KeyValue
 from proxy.orchestrate.turn import AskedUser, Failed, Turn, conversation_text
+
+#: The characters of a conversation a trace summary keeps (its end: the latest turn).
+SUMMARY_CHARS = 240
 
 
 class TraceStore:
@@ -35,6 +40,57 @@ class TraceStore:
 
     async def get(self, trace_id: str) -> bytes | None:
         return await self._store.get(f"trace:{trace_id}")
+
+    async def newest(self, limit: int) -> list[dict[str, JsonValue]]:
+        """Up to ``limit`` kept traces, the latest first (a store holds nothing else)."""
+        found = []
+        for _, raw in await self._store.newest(limit):
+            trace = json_codec.loads(raw)
+            if isinstance(trace, dict):
+                found.append(trace)
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class TraceFilter:
+    """Which summaries a list keeps: all of its set conditions hold."""
+
+    outcome: str | None = None  # the answer's kind: answer, question, error, cancelled
+    tool: str | None = None  # a call ran this tool
+    min_seconds: float | None = None  # the request took at least this long
+
+    def keeps(self, summary: Mapping[str, JsonValue]) -> bool:
+        tools = summary["tools"]
+        seconds = summary["seconds"]
+        return (
+            (self.outcome is None or summary["outcome"] == self.outcome)
+            and (self.tool is None or (isinstance(tools, list) and self.tool in tools))
+            and (
+                self.min_seconds is None
+                or (isinstance(seconds, int | float) and seconds >= self.min_seconds)
+            )
+        )
+
+
+def trace_summary(trace: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """One line of the trace list: who asked what, which tools ran, how it ended, how long."""
+    calls = [c for c in _list(trace.get("calls")) if isinstance(c, dict)]
+    answer, timings = trace.get("answer"), trace.get("timings")
+    return {
+        "id": trace.get("id"),
+        "created": trace.get("created"),
+        "model": trace.get("model"),
+        "conversation": str(trace.get("conversation") or "")[-SUMMARY_CHARS:],
+        "outcome": answer.get("kind") if isinstance(answer, dict) else None,
+        "tools": [c.get("tool") for c in calls],
+        "failed_calls": sum(1 for c in calls if c.get("outcome") not in ("ok", None)),
+        "seconds": timings.get("total") if isinstance(timings, dict) else None,
+        "stream": trace.get("stream"),
+    }
+
+
+def _list(value: JsonValue | None) -> list[JsonValue]:
+    return value if isinstance(value, list) else []
 
 
 def turn_trace(turn: Turn, secrets: Sequence[str]) -> dict[str, JsonValue]:
