@@ -16,6 +16,7 @@ from proxy import health, models_router
 from proxy.auth import authenticate
 from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
+from proxy.console import router as console_router
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.logs import configure_logging
 from proxy.mcp_server.router import route as mcp_route
@@ -49,6 +50,8 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app.include_router(health.router)
     app.include_router(registry_router.router)
     app.include_router(orchestrate_router.router)
+    app.include_router(console_router.router)
+    app.router.routes.extend(console_router.pages)
     app.router.routes.append(mcp_route)
     _add_error_handlers(app, settings.secrets())
     app.add_middleware(UnprefixedPaths, router=app.router)

@@ -1,0 +1,78 @@
+// Chat with a model of the routing table in any mode, streamed; in orchestrate mode
+// the stages and calls show as they happen, and each answer links to its trace.
+import { api, stream } from "./api.js";
+import { h, show } from "./dom.js";
+
+const MODES = ["orchestrate", "select", "passthrough"];
+const conversation = []; // kept while the tab lives, across visits to other pages
+
+export async function playground(main) {
+  const { data: models } = await api("/v1/models");
+  const model = h("select", { id: "pg-model" }, models.map((m) => h("option", { value: m.id }, m.id)));
+  const mode = h("select", { id: "pg-mode" }, MODES.map((m) => h("option", { value: m }, m)));
+  const text = h("textarea", { id: "pg-input", rows: 3, placeholder: "Ask something…", required: true });
+  const send = h("button", { type: "submit", id: "pg-send" }, "Send");
+  const reset = h("button", { type: "button", class: "secondary" }, "New chat");
+  const log = h("div", { class: "chat", id: "pg-log" });
+  const form = h("form", { class: "card composer" }, h("div", { class: "filters" }, model, mode, reset), text, send);
+  let running = null;
+  for (const message of conversation) log.append(bubble(message.role, message.content));
+  reset.addEventListener("click", () => { conversation.length = 0; log.replaceChildren(); });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const content = text.value.trim();
+    if (!content) return;
+    text.value = "";
+    conversation.push({ role: "user", content });
+    log.append(bubble("user", content));
+    running = new AbortController();
+    send.disabled = true;
+    try {
+      await turn(log, model.value, mode.value, running.signal);
+    } finally {
+      send.disabled = false;
+      running = null;
+    }
+  });
+  show(main, h("h1", {}, "Playground"), log, form);
+  text.focus();
+  return () => running?.abort();
+}
+
+function bubble(role, content) {
+  return h("div", { class: `message ${role}` }, h("div", { class: "role" }, role), h("div", { class: "content" }, content));
+}
+
+async function turn(log, model, mode, signal) {
+  const progress = h("ol", { class: "progress", id: "pg-progress" });
+  const answer = h("div", { class: "content" });
+  const footer = h("div", { class: "muted small" });
+  const reply = h("div", { class: "message assistant" }, h("div", { class: "role" }, "assistant"), progress, answer, footer);
+  log.append(reply);
+  let text = "", line = null;
+  const body = { model, messages: conversation, stream: true, toolgraph: { mode, progress: true } };
+  try {
+    const response = await stream("/v1/chat/completions", body, (event) => {
+      if (event.error) throw new Error(event.error.message);
+      for (const choice of event.choices || []) {
+        const delta = choice.delta || {};
+        if (delta.reasoning_content) {
+          for (const part of delta.reasoning_content.split("\n")) {
+            if (!part) { line = null; continue; }
+            if (!line) { line = h("li", {}); progress.append(line); }
+            line.textContent += part;
+          }
+          if (delta.reasoning_content.endsWith("\n")) line = null;
+        }
+        if (delta.content) { text += delta.content; answer.textContent = text; }
+      }
+    }, signal);
+    conversation.push({ role: "assistant", content: text });
+    const traceId = response.headers.get("x-toolgraph-trace-id");
+    if (mode === "orchestrate" && traceId) footer.append(h("a", { href: `#/traces/${traceId}`, class: "trace-link" }, "Open its trace →"));
+    reply.classList.add("done");
+  } catch (error) {
+    if (error.name !== "AbortError") answer.append(h("p", { class: "error" }, error.message));
+    conversation.pop(); // the user's message goes back unanswered: resend it
+  }
+}
