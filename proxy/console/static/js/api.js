@@ -4,13 +4,16 @@
 
 const KEY = "toolgraph.key";
 const ADMIN = "toolgraph.admin-key";
+const SIGNED_IN = "toolgraph.signed-in"; // the proxy took this tab's key (or needs none)
 
 export const keys = {
   get master() { return sessionStorage.getItem(KEY) || ""; },
   set master(value) { store(KEY, value); },
   get admin() { return sessionStorage.getItem(ADMIN) || ""; },
   set admin(value) { store(ADMIN, value); },
-  forget() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(ADMIN); },
+  get signedIn() { return sessionStorage.getItem(SIGNED_IN) === "1"; },
+  set signedIn(value) { store(SIGNED_IN, value ? "1" : ""); },
+  forget() { for (const name of [KEY, ADMIN, SIGNED_IN]) sessionStorage.removeItem(name); },
 };
 
 function store(name, value) {

@@ -54,10 +54,10 @@ function markNav(path) {
 function signIn(problem) {
   keys.forget();
   document.getElementById("sign-out").hidden = true;
-  const input = h("input", { type: "password", id: "master-key", autocomplete: "off", placeholder: "master key", required: true });
+  const input = h("input", { type: "password", id: "master-key", autocomplete: "off", placeholder: "master key" });
   const form = h("form", { class: "card sign-in", id: "sign-in" },
     h("h1", {}, "Sign in"),
-    h("p", { class: "muted" }, "The console reads the proxy's API with its master key (TOOLGRAPH_MASTER_KEY). It is kept in this tab only, until you close it or sign out."),
+    h("p", { class: "muted" }, "The console reads the proxy's API with its master key (TOOLGRAPH_MASTER_KEY); leave it empty when the proxy has none. It is kept in this tab only, until you close it or sign out."),
     problem ? h("p", { class: "error", role: "alert" }, problem) : null,
     h("label", { for: "master-key" }, "Master key"), input,
     h("button", { type: "submit" }, "Open the console"));
@@ -70,6 +70,7 @@ function signIn(problem) {
       signIn(error.message);
       return;
     }
+    keys.signedIn = true;
     start();
   });
   show(main, form);
@@ -77,10 +78,11 @@ function signIn(problem) {
 }
 
 async function start() {
+  if (!keys.signedIn) { signIn(null); return; } // no request goes out before a key is given
   try {
     await api("/v1/toolgraph/traces", { query: { limit: 1 } });
   } catch (error) {
-    if (error instanceof ApiError && error.status === 401) { signIn(keys.master ? error.message : null); return; }
+    if (error instanceof ApiError && error.status === 401) { signIn(error.message); return; }
     show(main, errorBox(error));
     return;
   }

@@ -145,7 +145,7 @@ function planNode(task, tool, { x, y }, revised) {
     s("title", {}, `${task.id}: ${task.text}`),
     s("rect", { x, y, width: BOX_W, height: BOX_H, rx: 8 }),
     s("text", { x: x + 10, y: y + 18, class: "node-id" }, `${task.id}${task.category ? " · " + task.category : ""}${revised ? " · revised" : ""}`),
-    s("text", { x: x + 10, y: y + 38 }, clip(task.text, 34)),
+    s("text", { x: x + 10, y: y + 38 }, clip(task.text, 30)),
     s("text", { x: x + 10, y: y + 60, class: "node-tool" }, tool ? `→ ${clip(tool, 30)}` : "no tool"));
 }
 

@@ -1,0 +1,238 @@
+"""The console in a real browser: Debian's chromium driven by Playwright, against a real
+proxy aimed at the fake upstream. Few tests, each waiting for what it needs to see.
+
+Each page's screenshot is saved under the test's tmp_path, and under
+``$CONSOLE_SCREENSHOTS`` when set (the README's come from there:
+``CONSOLE_SCREENSHOTS=proxy/console/screenshots pytest tests/console/test_browser.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval.brain import plan_of
+from tests.conftest import ServerThread, StartProxy, unavailable
+from tests.orchestrate.conftest import ADMIN, Brain, LocalTools, http_tool, register
+
+KEY = "sk-master-0123456789"
+REQUEST = "How long are the queues at the Oslo and Bergen offices, and what is their sum?"
+WAIT_MS = 240_000  # the first orchestrated request of a session loads the encoder
+
+#: Loading the encoder and indexing the catalog has taken minutes at load 15.
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """Debian's chromium (``make test`` installs it with apt), never a downloaded one."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        unavailable("chromium is not installed: apt-get install chromium (make test does)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed: pip install -e '.[dev]'")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable)
+        yield browser
+        browser.close()
+
+
+class Console:
+    """One browser tab on the console, recording console errors and failed requests."""
+
+    def __init__(self, browser: Any, server: ServerThread, shots: list[Path]) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 860})
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(WAIT_MS)
+        self.server = server
+        self.shots = shots
+        self.errors: list[str] = []
+        self.page.on("console", self._on_console)
+        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}"))
+        self.page.on("response", self._on_response)
+
+    def _on_console(self, message: Any) -> None:
+        if message.type == "error":
+            self.errors.append(f"console: {message.text}")
+
+    def _on_response(self, response: Any) -> None:
+        if response.status >= 400:
+            self.errors.append(f"{response.status}: {response.url}")
+
+    def open(self, key: str = KEY) -> None:
+        self.page.goto(f"{self.server.url}/ui")
+        self.page.fill("#master-key", key)
+        self.page.click("#sign-in button[type=submit]")
+
+    def go(self, route: str) -> None:
+        self.page.evaluate("route => { location.hash = route; }", route)
+
+    def shot(self, name: str) -> None:
+        for folder in self.shots:
+            folder.mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def console(chromium: Any, tmp_path: Path) -> Iterator[Any]:
+    shots = [tmp_path / "screenshots"]
+    if os.environ.get("CONSOLE_SCREENSHOTS"):
+        shots.append(Path(os.environ["CONSOLE_SCREENSHOTS"]))
+    opened: list[Console] = []
+
+    def open_on(server: ServerThread) -> Console:
+        tab = Console(chromium, server, shots)
+        opened.append(tab)
+        return tab
+
+    yield open_on
+    for tab in opened:
+        tab.context.close()
+
+
+@pytest.fixture
+def server(start_proxy: StartProxy, local_tools: LocalTools) -> ServerThread:
+    """A proxy behind a master key, with the two queue tools of the local server."""
+    proxy = start_proxy(
+        master_key=KEY,
+        admin_key=ADMIN,
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        executor={"allow_private_networks": True, "retries": 0},
+    )
+    register(
+        proxy,
+        [
+            http_tool("oslo_queue", "Queue length at the Oslo office", f"{local_tools.url}/sleep"),
+            http_tool(
+                "bergen_queue", "Queue length at the Bergen office", f"{local_tools.url}/sleep"
+            ),
+        ],
+    )
+    return proxy
+
+
+def plan_two_lookups_and_a_sum(brain: Brain) -> None:
+    brain.plan = plan_of(
+        ("Get the queue length at the Oslo office", []),
+        ("Get the queue length at the Bergen office", []),
+        ("Add the two queue lengths", ["s1", "s2"]),
+    )
+    brain.tools = {"Oslo": "oslo_queue", "Bergen": "bergen_queue", "Add": "evaluate_expression"}
+    brain.arguments = {
+        "Oslo": {"label": "oslo", "seconds": 0.5},
+        "Bergen": {"label": "bergen", "seconds": 0.5},
+        "Add": {"expression": "12 + 30"},
+    }
+
+
+def box(page: Any, selector: str) -> dict[str, float]:
+    found: dict[str, float] = page.locator(selector).bounding_box()
+    return found
+
+
+def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
+    console: Any, server: ServerThread, brain: Brain
+) -> None:
+    plan_two_lookups_and_a_sum(brain)
+    tab = console(server)
+    tab.open()
+    tab.page.wait_for_selector("#trace-list, #no-traces")
+    tab.go("#/playground")
+    tab.page.select_option("#pg-mode", "orchestrate")
+    tab.page.fill("#pg-input", REQUEST)
+    tab.page.click("#pg-send")
+    tab.page.wait_for_selector(".message.assistant.done")
+    progress = tab.page.inner_text("#pg-progress")
+    assert "calling oslo_queue, bergen_queue, evaluate_expression" in progress
+    assert "42" in tab.page.inner_text(".message.assistant.done .content")
+    tab.shot("playground")
+
+    tab.page.click(".trace-link")
+    tab.page.wait_for_selector("#plan-graph .plan-node")
+    nodes = tab.page.locator("#plan-graph .plan-node")
+    assert [nodes.nth(i).get_attribute("data-tool") for i in range(nodes.count())] == [
+        "oslo_queue",
+        "bergen_queue",
+        "evaluate_expression",
+    ]
+    # the candidates each step saw, its choice marked
+    tab.page.click(".decision[data-subtask=s1] summary")
+    assert "oslo_queue" in tab.page.inner_text(".decision[data-subtask=s1] tr.chosen")
+    bars = tab.page.locator("#timeline .bar")
+    assert [bars.nth(i).get_attribute("data-tool") for i in range(bars.count())] == [
+        "oslo_queue",
+        "bergen_queue",
+        "evaluate_expression",
+    ]
+    oslo, bergen, add = (
+        box(tab.page, f"#timeline .bar[data-node={n}]") for n in ("s1", "s2", "s3")
+    )
+    # the two lookups ran at once: their bars overlap on the time axis; the sum after both
+    assert oslo["x"] < bergen["x"] + bergen["width"]
+    assert bergen["x"] < oslo["x"] + oslo["width"]
+    assert add["x"] >= max(oslo["x"] + oslo["width"], bergen["x"] + bergen["width"]) - 1
+    assert tab.page.locator("#timeline .bar.critical").count() >= 2
+    assert tab.page.locator("#section-calls details.call").count() == 3
+    tab.shot("trace")
+
+    tab.go("#/traces")
+    tab.page.wait_for_selector("#trace-list tbody tr")
+    assert "oslo_queue" in tab.page.inner_text("#trace-list tbody tr")
+    tab.shot("traces")
+    assert tab.errors == []
+
+
+def test_a_tool_added_through_the_form_is_found_and_has_a_page(
+    console: Any, server: ServerThread, local_tools: LocalTools
+) -> None:
+    tab = console(server)
+    tab.open()
+    tab.page.wait_for_selector("#trace-list, #no-traces")
+    tab.go("#/add")
+    spec = http_tool(
+        "tromso_queue", "Queue length at the Tromso office", f"{local_tools.url}/sleep"
+    )
+    tab.page.fill("#admin-key", ADMIN)
+    tab.page.fill("#tool-spec", json.dumps([spec]))
+    tab.page.fill("#tool-test-args", '{"tromso_queue": {"label": "tromso"}}')
+    tab.page.click("#tool-check")
+    tab.page.wait_for_selector("#tool-result li[data-tool=tromso_queue] .badge.passed")
+    tab.shot("add-tool")
+    tab.page.click("#tool-save")
+    tab.page.wait_for_selector("#tool-result li[data-tool=tromso_queue] a")
+
+    tab.go("#/catalog?q=queue%20length%20at%20the%20Tromso%20office")
+    tab.page.wait_for_selector("#search-results [data-method=hybrid] li")
+    hybrid = tab.page.inner_text("#search-results [data-method=hybrid] li:first-child")
+    assert "tromso_queue" in hybrid
+    tab.shot("catalog")
+    tab.page.click("#search-results [data-method=hybrid] li:first-child a")
+    tab.page.wait_for_selector("h1 code")
+    assert tab.page.inner_text("h1 code") == "tromso_queue"
+    assert "registry" in tab.page.inner_text(".facts") or "openai" in tab.page.inner_text(".facts")
+    tab.shot("tool")
+
+    tab.go("#/overview")
+    tab.page.wait_for_selector("#overview .tile")
+    tab.shot("overview")
+    assert tab.errors == []
+
+
+def test_a_wrong_key_sees_nothing(console: Any, server: ServerThread) -> None:
+    tab = console(server)
+    tab.open("sk-not-the-key")
+    tab.page.wait_for_selector("#sign-in .error")
+    assert "Incorrect API key" in tab.page.inner_text("#sign-in .error")
+    tab.go("#/traces")
+    tab.page.wait_for_selector("#sign-in")
+    assert tab.page.locator("#trace-list").count() == 0
+    assert all("401" in error or "status of 401" in error for error in tab.errors)
