@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format bench bench-load llm test-e2e e2e mcp-servers clean
+.PHONY: run test lint format bench bench-load llm test-e2e e2e mcp-servers chromium clean
 
 run: $(VENV)/.installed
 	$(BIN)/toolgraph serve
@@ -11,7 +11,12 @@ run: $(VENV)/.installed
 # The npm MCP servers the tests start (tests/mcp/everything), from their lockfile.
 MCP_SERVERS := tests/mcp/everything/node_modules/.installed
 
-test: $(VENV)/.installed-dev $(MCP_SERVERS)
+# The browser the console's tests drive (tests/console): Debian's chromium, from apt (as
+# root, or through sudo), never a browser download.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+test: $(VENV)/.installed-dev $(MCP_SERVERS) $(CHROMIUM)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
@@ -45,6 +50,12 @@ e2e: $(VENV)/.installed-dev llm
 	$(BIN)/python -m eval.e2e
 
 mcp-servers: $(MCP_SERVERS)
+
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
 $(MCP_SERVERS): tests/mcp/everything/package-lock.json
 	cd tests/mcp/everything && npm ci --ignore-scripts --no-audit --no-fund
