@@ -51,6 +51,7 @@ _PLACES = {
     "proxy.passthrough": "modes",
     "proxy.responses_api": "modes",
     "proxy.mcp_server": "web",
+    "proxy.console": "web",
     "proxy.app": "web",
     "proxy.services": "web",
     "proxy.readiness": "web",
