@@ -183,6 +183,10 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     assert tab.page.locator("#timeline .bar.critical").count() >= 2
     assert tab.page.locator("#section-calls details.call").count() == 3
     tab.shot("trace")
+    # on a phone the page does not scroll sideways: the graph and tables scroll in place
+    tab.page.set_viewport_size({"width": 390, "height": 844})
+    assert tab.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    tab.page.set_viewport_size({"width": 1280, "height": 860})
 
     tab.go("#/traces")
     tab.page.wait_for_selector("#trace-list tbody tr")
