@@ -4,7 +4,8 @@ the field lists of tool responses.
 Redis when configured (shared by every worker and replica), else an in-process
 map. Values are bytes; callers encode. Each use opens a store of its own with its
 own :class:`Bound` (a name, how many entries, how large one value) and passes its
-own TTL with every write, so one kind of record never pushes out another:
+own TTL with every write, so one kind of record never pushes out another (``newest``
+lists a use's latest entries: the console's list of traces):
 
 * traces: ``orchestrate.max_traces`` entries, the oldest goes; ``TRACE_BYTES``
   (``proxy/orchestrate/records.py``); ``orchestrate.trace_ttl``;
