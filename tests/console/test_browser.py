@@ -22,6 +22,8 @@ from tests.conftest import ServerThread, StartProxy, unavailable
 from tests.orchestrate.conftest import ADMIN, Brain, LocalTools, http_tool, register
 
 KEY = "sk-master-0123456789"
+#: A tool's output that would run script if the console ever parsed data as HTML.
+HOSTILE = "<img src=x onerror=window.pwned=1>oslo"
 REQUEST = "How long are the queues at the Oslo and Bergen offices, and what is their sum?"
 WAIT_MS = 240_000  # the first orchestrated request of a session loads the encoder
 
@@ -54,19 +56,26 @@ class Console:
         self.page.set_default_timeout(WAIT_MS)
         self.server = server
         self.shots = shots
-        self.errors: list[str] = []
+        self._errors: list[str] = []
+        self._failed: list[Any] = []
         self.page.on("console", self._on_console)
-        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
-        self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}"))
+        self.page.on("pageerror", lambda error: self._errors.append(f"page error: {error}"))
+        self.page.on("requestfailed", lambda request: self._failed.append(request))
         self.page.on("response", self._on_response)
 
     def _on_console(self, message: Any) -> None:
         if message.type == "error":
-            self.errors.append(f"console: {message.text}")
+            self._errors.append(f"console: {message.text}")
+
+    @property
+    def errors(self) -> list[str]:
+        """Console errors, error responses and failed requests so far."""
+        failed = [f"failed: {r.url} ({r.failure})" for r in self._failed if not _read_to_the_end(r)]
+        return self._errors + failed
 
     def _on_response(self, response: Any) -> None:
         if response.status >= 400:
-            self.errors.append(f"{response.status}: {response.url}")
+            self._errors.append(f"{response.status}: {response.url}")
 
     def open(self, key: str = KEY) -> None:
         self.page.goto(f"{self.server.url}/ui")
@@ -80,6 +89,18 @@ class Console:
         for folder in self.shots:
             folder.mkdir(parents=True, exist_ok=True)
             self.page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+
+def _read_to_the_end(request: Any) -> bool:
+    """A stream of events the page read to its end that Chromium still reports as
+    aborted, as it may when the response says no-store (microsoft/playwright#42742)."""
+    response = request.response()
+    return (
+        request.failure == "net::ERR_ABORTED"
+        and response is not None
+        and response.status == 200
+        and response.headers.get("content-type", "").startswith("text/event-stream")
+    )
 
 
 @pytest.fixture
@@ -128,7 +149,7 @@ def plan_two_lookups_and_a_sum(brain: Brain) -> None:
     )
     brain.tools = {"Oslo": "oslo_queue", "Bergen": "bergen_queue", "Add": "evaluate_expression"}
     brain.arguments = {
-        "Oslo": {"label": "oslo", "seconds": 0.5},
+        "Oslo": {"label": HOSTILE, "seconds": 0.5},
         "Bergen": {"label": "bergen", "seconds": 0.5},
         "Add": {"expression": "12 + 30"},
     }
@@ -153,7 +174,9 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     tab.page.wait_for_selector(".message.assistant.done")
     progress = tab.page.inner_text("#pg-progress")
     assert "calling oslo_queue, bergen_queue, evaluate_expression" in progress
-    assert "42" in tab.page.inner_text(".message.assistant.done .content")
+    answer = tab.page.inner_text(".message.assistant.done .content")
+    assert "42" in answer
+    assert HOSTILE in answer  # the tool's output, quoted in the answer, shown as text
     tab.shot("playground")
 
     tab.page.click(".trace-link")
@@ -183,6 +206,8 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     assert tab.page.locator("#timeline .bar.critical").count() >= 2
     assert tab.page.locator("#section-calls details.call").count() == 3
     tab.shot("trace")
+    assert HOSTILE in tab.page.text_content("#section-calls details.call[data-node=s1]")
+    assert tab.page.evaluate("window.pwned === undefined")
     # on a phone the page does not scroll sideways: the graph and tables scroll in place
     tab.page.set_viewport_size({"width": 390, "height": 844})
     assert tab.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
