@@ -27,19 +27,28 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
+    from retriever.delta import WeightDelta
+
 Precision = Literal["fp32", "fp16", "int8"]
 
 #: Inputs of the exported graph, in this order.
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def export_onnx(model: Path, pooling: str, precision: Precision, target: Path) -> None:
-    """Write ``model``'s graph to ``target`` (atomically: a reader sees the old file, none,
-    or the whole new one, and two processes exporting at once both succeed)."""
+def export_onnx(
+    model: Path,
+    pooling: str,
+    precision: Precision,
+    target: Path,
+    delta: WeightDelta | None = None,
+) -> None:
+    """Write ``model``'s graph, with the fine-tuned ``delta`` added to its weights, to
+    ``target`` (atomically: a reader sees the old file, none, or the whole new one, and
+    two processes exporting at once both succeed)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".export-") as folder:
         traced = Path(folder) / "traced.onnx"
-        _trace(model, pooling, traced)
+        _trace(model, pooling, traced, delta)
         optimized = Path(folder) / "optimized.onnx"
         _optimize(traced, optimized, model)
         final = Path(folder) / "final.onnx"
@@ -47,11 +56,13 @@ def export_onnx(model: Path, pooling: str, precision: Precision, target: Path) -
         os.replace(final, target)
 
 
-def _trace(model: Path, pooling: str, out: Path) -> None:
+def _trace(model: Path, pooling: str, out: Path, delta: WeightDelta | None) -> None:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
     network = AutoModel.from_pretrained(str(model), attn_implementation="eager").eval()
+    if delta is not None:
+        delta.apply(network)
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     sample = tokenizer(["a short text", "a longer text that pads the first"], padding=True)
     args = tuple(torch.tensor(sample[name]) for name in INPUTS)

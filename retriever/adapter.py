@@ -9,7 +9,10 @@ and select mode, ``toolgraph eval retrieval``) gets the same default.
 
 The artifact is an ``.npz`` with ``matrix`` (float32) and ``base_model`` (the encoder
 name it was trained on); ``python -m retriever.finetune.adapter`` writes it
-(retriever/README.md, "Learned retrieval").
+(retriever/README.md, "Learned retrieval"). The same setting may name fine-tuned
+layers instead (``delta/<parameter>`` arrays, :mod:`retriever.delta`): those change the
+network itself, so :func:`retriever.embedder.load_encoder` builds the encoder with them
+rather than wrapping it.
 """
 
 from __future__ import annotations
@@ -21,15 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
+from retriever.delta import AdapterError as AdapterError
+from retriever.delta import WeightDelta, delta_from_arrays
 from retriever.encoder import Encoder, Vectors
-from retriever.errors import ModelNotFound
 
-#: The adapter trained for the bundled MiniLM, committed with the package.
-BUNDLED_ADAPTER = Path(__file__).parent / "adapters" / "minilm-l6-v2.npz"
+#: The linear map trained for the bundled MiniLM, committed with the package.
+LINEAR_ADAPTER = Path(__file__).parent / "adapters" / "minilm-l6-v2.npz"
 
+#: The bundled MiniLM's fine-tuned top layer, committed with the package.
+FINETUNED_LAYERS = Path(__file__).parent / "adapters" / "minilm-l6-v2-top1.npz"
 
-class AdapterError(ModelNotFound):
-    """The adapter file is missing, unreadable, or made for another encoder."""
+#: What ``retriever.adapter`` loads when ``adapter_path`` is unset.
+BUNDLED_ADAPTER = LINEAR_ADAPTER
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,9 @@ class Adapter:
         return out
 
 
-def load_adapter(path: Path) -> Adapter:
-    """The adapter at ``path``; :class:`AdapterError` naming the path when it is absent
-    or not an adapter."""
+def load_adapter(path: Path) -> Adapter | WeightDelta:
+    """The adapter at ``path`` (a linear map or fine-tuned layers); :class:`AdapterError`
+    naming the path when it is absent or not an adapter."""
     if not path.is_file():
         raise AdapterError(
             f"no retrieval adapter at {path} (retriever.adapter_path): an .npz written by "
@@ -56,11 +62,15 @@ def load_adapter(path: Path) -> Adapter:
         )
     try:
         with np.load(path, allow_pickle=False) as data:
-            matrix = np.asarray(data["matrix"], dtype=np.float32)
             base_model = str(data["base_model"])
+            deltas = {k[len("delta/") :]: data[k] for k in data.files if k.startswith("delta/")}
+            if deltas:
+                return delta_from_arrays(deltas, base_model)
+            matrix = np.asarray(data["matrix"], dtype=np.float32)
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
         raise AdapterError(
-            f"{path} is not a retrieval adapter (an .npz with 'matrix' and 'base_model'): {exc}"
+            f"{path} is not a retrieval adapter (an .npz with 'base_model' and 'matrix' or "
+            f"'delta/…' arrays): {exc}"
         ) from exc
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
         raise AdapterError(f"{path}: 'matrix' must be square, got shape {matrix.shape}")

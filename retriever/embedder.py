@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from retriever.adapter import BUNDLED_ADAPTER, AdaptedEncoder, load_adapter
+from retriever.adapter import BUNDLED_ADAPTER, AdaptedEncoder, Adapter, load_adapter
 from retriever.config import RetrieverConfig
+from retriever.delta import AdapterError, WeightDelta, encoder_name
 from retriever.encoder import Encoder as Encoder
 from retriever.encoder import Vectors as Vectors
 from retriever.errors import ModelExportFailed, ModelNotFound
@@ -55,11 +56,12 @@ _loaded: dict[tuple[str, ...], Encoder] = {}
 
 
 def load_encoder(config: RetrieverConfig) -> Encoder:
-    """The configured model, loaded once per process, behind the learned adapter when one
-    applies (:func:`adapter_path`); :class:`ModelNotFound` when its folder is absent."""
+    """The configured model, loaded once per process, with the learned adapter when one
+    applies (:func:`adapter_path`): fine-tuned layers built into the network, or a linear
+    map around it; :class:`ModelNotFound` when its folder is absent."""
     path = config.model_path or bundled_model_path()
     # Not the ONNX folder: the same model from another folder's export is the same encoder.
-    key = (
+    key: tuple[str, ...] = (
         str(path),
         config.model_kind,
         config.pooling,
@@ -67,15 +69,27 @@ def load_encoder(config: RetrieverConfig) -> Encoder:
         config.runtime,
         config.onnx_precision,
     )
+    learned_path = adapter_path(config)
+    learned = _adapter(learned_path) if learned_path is not None else None
+    if isinstance(learned, WeightDelta):
+        key = (*key, str(learned_path))
     if key not in _loaded:
-        _loaded[key] = _load(path, config)
-    adapter = adapter_path(config)
-    if adapter is None:
+        _loaded[key] = _load(path, config, learned if isinstance(learned, WeightDelta) else None)
+    if not isinstance(learned, Adapter):
         return _loaded[key]
-    adapted_key = (*key, str(adapter))
+    adapted_key = (*key, str(learned_path))
     if adapted_key not in _loaded:
-        _loaded[adapted_key] = AdaptedEncoder(_loaded[key], load_adapter(adapter))
+        _loaded[adapted_key] = AdaptedEncoder(_loaded[key], learned)
     return _loaded[adapted_key]
+
+
+_adapters: dict[Path, Adapter | WeightDelta] = {}
+
+
+def _adapter(path: Path) -> Adapter | WeightDelta:
+    if path not in _adapters:
+        _adapters[path] = load_adapter(path)
+    return _adapters[path]
 
 
 def adapter_path(config: RetrieverConfig) -> Path | None:
@@ -90,11 +104,19 @@ def adapter_path(config: RetrieverConfig) -> Path | None:
     return BUNDLED_ADAPTER
 
 
-def _load(path: Path, config: RetrieverConfig) -> Encoder:
+def _load(path: Path, config: RetrieverConfig, delta: WeightDelta | None) -> Encoder:
     if not (path / "config.json").is_file():
         raise ModelNotFound(
             f"no embedding model at {path} (retriever.model_path): a folder with config.json "
             "and the weights is needed; models are never downloaded at run time"
+        )
+    if delta is not None and (
+        config.model_kind != "flag" or delta.base_model != f"flag:{path.name}:{config.pooling}"
+    ):
+        raise AdapterError(
+            f"the fine-tuned layers were trained on {delta.base_model}, not on "
+            f"{config.model_kind}:{path.name}:{config.pooling}: train them for this model "
+            "or set retriever.adapter: false"
         )
     os.environ["HF_HUB_OFFLINE"] = "1"
     # transformers draws a "Loading weights" bar on stderr (read when it is imported):
@@ -102,7 +124,7 @@ def _load(path: Path, config: RetrieverConfig) -> Encoder:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if config.model_kind == "flag" and config.runtime != "torch":
-        encoder = _onnx_encoder(path, config)
+        encoder = _onnx_encoder(path, config, delta)
         if encoder is not None:
             return encoder
     import torch
@@ -112,10 +134,10 @@ def _load(path: Path, config: RetrieverConfig) -> Encoder:
         torch.set_num_threads(config.cpu_threads)
     if config.model_kind == "bge-m3":
         return BGEM3Encoder(path, device)
-    return FlagEncoder(path, device, config.pooling)
+    return FlagEncoder(path, device, config.pooling, delta)
 
 
-def _onnx_encoder(path: Path, config: RetrieverConfig) -> Encoder | None:
+def _onnx_encoder(path: Path, config: RetrieverConfig, delta: WeightDelta | None) -> Encoder | None:
     """The onnxruntime encoder the config asks for; None where ``auto`` falls back to torch
     (a GPU, no onnxruntime, or an export that failed), an error where ``onnx`` insists."""
     insist = config.runtime == "onnx"
@@ -140,6 +162,7 @@ def _onnx_encoder(path: Path, config: RetrieverConfig) -> Encoder | None:
             config.onnx_precision,
             config.onnx_folder(),
             threads=config.cpu_threads,
+            delta=delta,
         )
     except ModelExportFailed as exc:
         if insist:
@@ -172,18 +195,23 @@ class FlagEncoder:
     call; that doubles the cost of a one-query batch, so the pass is written here.
     """
 
-    def __init__(self, path: Path, device: str, pooling: str) -> None:
+    def __init__(
+        self, path: Path, device: str, pooling: str, delta: WeightDelta | None = None
+    ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
         dtype = torch.float16 if device == "cuda" else torch.float32
         self._tokenizer = AutoTokenizer.from_pretrained(str(path))
-        self._network = AutoModel.from_pretrained(str(path), dtype=dtype).to(device).eval()
+        network = AutoModel.from_pretrained(str(path))
+        if delta is not None:
+            delta.apply(network)  # in float32, before any cast
+        self._network = network.to(dtype=dtype, device=device).eval()
         self._pooling = pooling
         self._device = device
         self._torch = torch
         self._lock = threading.Lock()
-        self._name = f"flag:{path.name}:{pooling}"
+        self._name = encoder_name(path, pooling, delta)
         self._dim = int(self._network.config.hidden_size)
 
     @property

@@ -9,8 +9,10 @@ longest text as :class:`~retriever.embedder.FlagEncoder` asks it to.
 
 The graph is exported from the weights on first use and kept in ``onnx_dir`` under a
 name that changes with the weights, the pooling, the precision and onnxruntime's
-release (:func:`onnx_file`). A file that onnxruntime cannot load, or that answers in
-the wrong shape, is exported again once; a second failure is :class:`ModelExportFailed`.
+release, and with the fine-tuned layers' digest where a
+:class:`~retriever.delta.WeightDelta` is applied before the export (:func:`onnx_file`). A
+file that onnxruntime cannot load, or that answers in the wrong shape, is exported again
+once; a second failure is :class:`ModelExportFailed`.
 
 ``fp32`` gives the torch vectors to a cosine of 0.99999 or better and keeps the torch
 encoder's :attr:`name`, so the embeddings cache, the catalog's Qdrant collection and
@@ -32,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from retriever._onnx_export import INPUTS, Precision, export_onnx
+from retriever.delta import WeightDelta, encoder_name
 from retriever.encoder import Vectors
 from retriever.errors import ModelExportFailed
 
@@ -49,18 +52,27 @@ _EXPORT_FORMAT = "1"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
-def onnx_file(model: Path, pooling: str, precision: Precision, folder: Path) -> Path:
-    """Where the export of ``model`` with this pooling and precision is kept."""
+def onnx_file(
+    model: Path,
+    pooling: str,
+    precision: Precision,
+    folder: Path,
+    delta: WeightDelta | None = None,
+) -> Path:
+    """Where the export of ``model`` (with ``delta`` applied) with this pooling and
+    precision is kept."""
     import onnxruntime
 
     digest = hashlib.blake2b(digest_size=8)
-    for part in (_EXPORT_FORMAT, onnxruntime.__version__, pooling, precision):
+    tuned = f"ft-{delta.digest}" if delta is not None else "base"
+    for part in (_EXPORT_FORMAT, onnxruntime.__version__, pooling, precision, tuned):
         digest.update(part.encode() + b"\0")
     digest.update((model / "config.json").read_bytes())
     for weights in sorted(p for p in model.iterdir() if p.suffix in _WEIGHT_SUFFIXES):
         stat = weights.stat()
         digest.update(f"{weights.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
-    return folder / f"{model.name}-{pooling}-{precision}-{digest.hexdigest()}.onnx"
+    name = model.name if delta is None else f"{model.name}-ft-{delta.digest}"
+    return folder / f"{name}-{pooling}-{precision}-{digest.hexdigest()}.onnx"
 
 
 class OnnxEncoder:
@@ -74,16 +86,18 @@ class OnnxEncoder:
         folder: Path,
         *,
         threads: int = 1,
+        delta: WeightDelta | None = None,
     ) -> None:
         from tokenizers import Tokenizer
 
-        self.file = onnx_file(model, pooling, precision, folder)
+        self.file = onnx_file(model, pooling, precision, folder, delta)
+        self._delta = delta
         self._tokenizer = Tokenizer.from_file(str(model / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         pad = _pad_token(model)
         self._tokenizer.enable_padding(pad_id=self._tokenizer.token_to_id(pad) or 0, pad_token=pad)
         self._dim = int(json.loads((model / "config.json").read_text())["hidden_size"])
-        torch_name = f"flag:{model.name}:{pooling}"
+        torch_name = encoder_name(model, pooling, delta)
         self._name = torch_name if precision == "fp32" else f"{torch_name}:onnx-{precision}"
         self._lock = threading.Lock()
         self._session = self._open(model, pooling, precision, threads)
@@ -132,7 +146,7 @@ class OnnxEncoder:
     def _export(self, model: Path, pooling: str, precision: Precision) -> None:
         log.info("exporting %s to ONNX (%s) at %s", model.name, precision, self.file)
         try:
-            export_onnx(model, pooling, precision, self.file)
+            export_onnx(model, pooling, precision, self.file, self._delta)
         except (ImportError, OSError, RuntimeError, ValueError, KeyError) as exc:
             raise ModelExportFailed(
                 f"could not export {model} to ONNX at {self.file}: {exc}; "

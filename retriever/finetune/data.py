@@ -60,16 +60,27 @@ class EmbeddedSet:
     negatives: list[list[int]]  # per query, rows of BM25 hard negatives
 
 
-def load_set(
+@dataclass
+class TrainingSet:
+    """One training folder's kept tools and queries, before any embedding."""
+
+    name: str
+    doc_ids: list[str]
+    doc_texts: list[str]
+    doc_keys: list[str]  # functional duplicates share a key (never each other's negative)
+    query_ids: list[str]
+    query_texts: list[str]
+    positives: list[list[int]]  # per query, rows of doc_* that are relevant
+    negatives: list[list[int]]  # per query, rows of BM25 hard negatives
+
+
+def read_set(
     folder: Path,
-    encoder: Encoder,
     *,
-    cache_dir: Path | None,
     max_queries: int = MAX_QUERIES,
     max_tools: int = MAX_TOOLS,
     seed: int = 0,
-    progress: bool = True,
-) -> EmbeddedSet:
+) -> TrainingSet:
     """One training folder, its queries sampled down to ``max_queries`` and its tools to
     ``max_tools`` (seeded)."""
     rows = list(_json_lines(folder / "corpus.jsonl"))
@@ -85,33 +96,55 @@ def load_set(
     needed = {d for q, _ in queries for d in (*qrels[q], *hard_ids.get(q, []))}
     rows = _cap_tools(rows, needed, max_tools, seed)
     doc_ids = [str(row["_id"]) for row in rows]
-    doc_texts = [make_document(corpus_fields(row)).text for row in rows]
-    doc_keys = [_duplicate_key(folder.name, row) for row in rows]
     row_of = {doc_id: i for i, doc_id in enumerate(doc_ids)}
     relevant = {q: {row_of[d] for d in docs if d in row_of} for q, docs in qrels.items()}
     hard = {q: [row_of[d] for d in docs if d in row_of] for q, docs in hard_ids.items()}
+    return TrainingSet(
+        name=folder.name,
+        doc_ids=doc_ids,
+        doc_texts=[make_document(corpus_fields(row)).text for row in rows],
+        doc_keys=[_duplicate_key(folder.name, row) for row in rows],
+        query_ids=[query_id for query_id, _ in queries],
+        query_texts=[text for _, text in queries],
+        positives=[sorted(relevant[query_id]) for query_id, _ in queries],
+        negatives=[hard.get(query_id, []) for query_id, _ in queries],
+    )
+
+
+def load_set(
+    folder: Path,
+    encoder: Encoder,
+    *,
+    cache_dir: Path | None,
+    max_queries: int = MAX_QUERIES,
+    max_tools: int = MAX_TOOLS,
+    seed: int = 0,
+    progress: bool = True,
+) -> EmbeddedSet:
+    """:func:`read_set`, its tools and queries embedded with ``encoder`` (cached)."""
+    raw = read_set(folder, max_queries=max_queries, max_tools=max_tools, seed=seed)
     label = f"{folder.name}: embedding"
     doc_vectors = embed_documents(
-        encoder, doc_texts, cache_dir=cache_dir, progress=progress, label=f"{label} tools"
+        encoder, raw.doc_texts, cache_dir=cache_dir, progress=progress, label=f"{label} tools"
     )
     query_vectors = embed_documents(
         encoder,
-        [text for _, text in queries],
+        raw.query_texts,
         cache_dir=cache_dir,
         progress=progress,
         label=f"{label} queries",
     )
     return EmbeddedSet(
-        name=folder.name,
-        doc_ids=doc_ids,
-        doc_texts=doc_texts,
-        doc_keys=doc_keys,
+        name=raw.name,
+        doc_ids=raw.doc_ids,
+        doc_texts=raw.doc_texts,
+        doc_keys=raw.doc_keys,
         doc_vectors=doc_vectors,
-        query_ids=[query_id for query_id, _ in queries],
-        query_texts=[text for _, text in queries],
+        query_ids=raw.query_ids,
+        query_texts=raw.query_texts,
         query_vectors=query_vectors,
-        positives=[sorted(relevant[query_id]) for query_id, _ in queries],
-        negatives=[hard.get(query_id, []) for query_id, _ in queries],
+        positives=raw.positives,
+        negatives=raw.negatives,
     )
 
 
