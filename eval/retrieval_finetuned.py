@@ -64,9 +64,14 @@ class Runner:
                 self.lower.cached_states(data.query_texts, CACHE, f"{name} queries"),
                 self.lower.cached_states(data.doc_texts, CACHE, f"{name} tools"),
             )
-        self.base_vectors = {
-            name: (self.vectors(s.queries), self.vectors(s.tools)) for name, s in self.sets.items()
-        }
+        self._base: dict[str, tuple[Vectors, Vectors]] = {}
+
+    def base_vectors(self, name: str) -> tuple[Vectors, Vectors]:
+        """A set's query and tool vectors from the bundled encoder, computed when asked."""
+        if name not in self._base:
+            stated = self.sets[name]
+            self._base[name] = (self.vectors(stated.queries), self.vectors(stated.tools))
+        return self._base[name]
 
     def vectors(self, states: States, delta: WeightDelta | None = None) -> Vectors:
         if delta is None:
@@ -88,9 +93,11 @@ class Runner:
         report = train_top_layers(
             self.lower.top, self.names, [self.sets[n] for n in names], settings
         )
+        quarter = max(1, settings.steps // 4)
         print(
-            f"  trained on {names}: {settings.steps} steps in {report.seconds:.0f} s, loss "
-            f"{np.mean(report.losses[:50]):.3f} -> {np.mean(report.losses[-50:]):.3f}",
+            f"  trained on {names}: {settings.steps} steps in {report.seconds:.0f} s, mean loss "
+            f"{np.mean(report.losses[:quarter]):.3f} (first quarter) -> "
+            f"{np.mean(report.losses[-quarter:]):.3f} (last)",
             flush=True,
         )
         return delta_from_arrays(
@@ -99,7 +106,7 @@ class Runner:
 
     def embedded(self, name: str) -> EmbeddedSet:
         stated = self.sets[name]
-        queries, tools = self.base_vectors[name]
+        queries, tools = self.base_vectors(name)
         data = stated.data
         return EmbeddedSet(
             data.name,
@@ -121,11 +128,11 @@ class Runner:
             name=name,
             doc_ids=data.doc_ids,
             doc_texts=data.doc_texts,
-            doc_vectors=self.base_vectors[name][1]
+            doc_vectors=self.base_vectors(name)[1]
             if delta is None
             else self.vectors(stated.tools, delta),
             query_texts=data.query_texts,
-            query_vectors=self.base_vectors[name][0]
+            query_vectors=self.base_vectors(name)[0]
             if delta is None
             else self.vectors(stated.queries, delta),
             relevant=[{data.doc_ids[i]: 1 for i in rows} for rows in data.positives],
@@ -133,7 +140,12 @@ class Runner:
 
 
 def folds(
-    runner: Runner, settings: LayerSettings, report: dict[str, Any], groups: list[int]
+    runner: Runner,
+    settings: LayerSettings,
+    report: dict[str, Any],
+    groups: list[int],
+    *,
+    with_adapter: bool,
 ) -> None:
     held: dict[str, Any] = {}
     seconds = []
@@ -141,27 +153,27 @@ def folds(
         rest = [n for n in TRAIN_SETS if n not in group]
         delta, spent = runner.train_layer(rest, settings)
         seconds.append(spent)
-        matrix = train_adapter(
-            [runner.embedded(n) for n in rest], AdapterSettings(), progress=False
-        ).matrix
+        matrix = (
+            train_adapter(
+                [runner.embedded(n) for n in rest], AdapterSettings(), progress=False
+            ).matrix
+            if with_adapter
+            else None
+        )
         for name in group:
             base = runner.eval_set(name, None)
             tuned = runner.eval_set(name, delta)
             tuned.bm25_top = base.lexical()
             held[name] = {
                 "base": score(base, None, WEIGHTS),
-                "adapter-full": score(base, matrix, WEIGHTS),
                 "finetune-top1": score(tuned, None, WEIGHTS),
             }
-            print(
-                name,
-                {v: round(r["hybrid@0.8"]["ndcg@5"], 1) for v, r in held[name].items()},
-                {v: round(r["dense"]["ndcg@5"], 1) for v, r in held[name].items()},
-                flush=True,
-            )
+            if matrix is not None:
+                held[name]["adapter-full"] = score(base, matrix, WEIGHTS)
+            print(name, json.dumps(_summary(held[name])), flush=True)
     means = {
         f"{variant}/{method}": float(np.mean([held[s][variant][method]["ndcg@5"] for s in held]))
-        for variant in ("base", "adapter-full", "finetune-top1")
+        for variant in ("base", "finetune-top1", *(("adapter-full",) if with_adapter else ()))
         for method in ["dense", "bm25", *(f"hybrid@{w}" for w in WEIGHTS)]
     }
     report["folds"] = {
@@ -244,7 +256,7 @@ def _score_unseen(
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
     return {
-        variant: {m: r[m]["ndcg@5"] for m in ("bm25", "dense", "hybrid@0.5", "hybrid@0.8")}
+        variant: {m: r[m]["ndcg@5"] for m in r if m in ("bm25", "dense") or "hybrid" in m}
         for variant, r in result.items()
         if isinstance(r, dict)
     }
@@ -262,6 +274,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=LayerSettings().batch_size)
     parser.add_argument("--random-tools", type=int, default=LayerSettings().random_tools)
     parser.add_argument("--tool-tokens", type=int, default=LayerSettings().max_tool_tokens)
+    parser.add_argument(
+        "--with-adapter",
+        action="store_true",
+        help="train the linear adapter on each fold too (needs every training set's vectors)",
+    )
     parser.add_argument(
         "--groups", type=int, nargs="*", default=[0, 1], help="which FOLDS to hold out"
     )
@@ -291,7 +308,7 @@ def main() -> None:
     runner = Runner(args.train)
     started = time.perf_counter()
     if args.folds:
-        folds(runner, settings, report, args.groups)
+        folds(runner, settings, report, args.groups, with_adapter=args.with_adapter)
         _write(args.json, report)
     if args.final:
         final(runner, settings, report, args.out)
