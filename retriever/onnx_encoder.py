@@ -64,8 +64,9 @@ def onnx_file(
     import onnxruntime
 
     digest = hashlib.blake2b(digest_size=8)
-    tuned = f"ft-{delta.digest}" if delta is not None else "base"
-    for part in (_EXPORT_FORMAT, onnxruntime.__version__, pooling, precision, tuned):
+    # The bundled weights alone keep the name they had before deltas existed.
+    tuned = () if delta is None else (f"ft-{delta.digest}",)
+    for part in (_EXPORT_FORMAT, onnxruntime.__version__, pooling, precision, *tuned):
         digest.update(part.encode() + b"\0")
     digest.update((model / "config.json").read_bytes())
     for weights in sorted(p for p in model.iterdir() if p.suffix in _WEIGHT_SUFFIXES):
