@@ -31,8 +31,10 @@ class RetrieverConfig(BaseModel):
     )
     adapter_path: Path | None = Field(
         default=None,
-        description="The adapter file; unset, the one bundled for all-MiniLM-L6-v2 (used only "
-        "with the bundled model). A missing or bad file stops start-up.",
+        description="The adapter file: a linear map, or fine-tuned layers added to the weights "
+        "(retriever/adapters/minilm-l6-v2-top1.npz, retriever/README.md); unset, the linear map "
+        "bundled for all-MiniLM-L6-v2 (used only with the bundled model). A missing or bad file "
+        "stops start-up.",
     )
     model_kind: Literal["flag", "bge-m3"] = Field(
         default="flag",
