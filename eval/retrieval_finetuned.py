@@ -55,7 +55,7 @@ class Runner:
 
     def __init__(self, train_dir: Path, names: tuple[str, ...] = TRAIN_SETS) -> None:
         self.lower = LowerLayers(bundled_model_path(), trained=1, threads=1)
-        self.names = [f"encoder.layer.{5}"]
+        self.names = self.lower.top_names
         self.sets: dict[str, StatedSet] = {}
         for name in names:
             data = read_set(train_dir / name)

@@ -65,7 +65,9 @@ class LowerLayers:
         self.tokenizer = AutoTokenizer.from_pretrained(str(model))
         network = AutoModel.from_pretrained(str(model), attn_implementation="eager").eval()
         layers = network.encoder.layer
-        self.top = [layers[i] for i in range(len(layers) - trained, len(layers))]
+        kept = range(len(layers) - trained, len(layers))
+        self.top = [layers[i] for i in kept]
+        self.top_names = [f"encoder.layer.{i}" for i in kept]  # as the network names them
         network.encoder.layer = torch.nn.ModuleList(list(layers)[: len(layers) - trained])
         self.network = network
         self.threads = threads
@@ -98,7 +100,7 @@ class LowerLayers:
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                _LastHidden(self.network),
+                _last_hidden(self.network),
                 args,
                 str(out),
                 input_names=list(names),
@@ -131,7 +133,9 @@ class LowerLayers:
                     pieces[row] = states[: int(mask.sum())].astype(np.float16)
         lengths = np.asarray([len(p) for p in pieces], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
-        return States(np.concatenate(pieces) if pieces else pieces, offsets)
+        dim = int(self.network.config.hidden_size)
+        tokens = np.concatenate(pieces) if texts else np.zeros((0, dim), dtype=np.float16)
+        return States(tokens, offsets)
 
     def chunked_states(
         self, texts: list[str], cache_dir: Path, label: str, chunk: int = 1024
@@ -163,32 +167,30 @@ class LowerLayers:
         return states
 
 
-class _LastHidden:
+def _last_hidden(network: torch.nn.Module) -> torch.nn.Module:
     """The truncated network with its last states as the one output (for the export)."""
+    import torch
 
-    def __new__(cls, network: torch.nn.Module) -> torch.nn.Module:  # type: ignore[misc]
-        import torch
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.network = network
 
-        class LastHidden(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.network = network
+        def forward(
+            self,
+            input_ids: torch.Tensor,
+            attention_mask: torch.Tensor,
+            token_type_ids: torch.Tensor,
+        ) -> torch.Tensor:
+            out = self.network(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                token_type_ids=token_type_ids,
+            )
+            hidden: torch.Tensor = out.last_hidden_state
+            return hidden
 
-            def forward(
-                self,
-                input_ids: torch.Tensor,
-                attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor,
-            ) -> torch.Tensor:
-                out = self.network(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    token_type_ids=token_type_ids,
-                )
-                hidden: torch.Tensor = out.last_hidden_state
-                return hidden
-
-        return LastHidden()
+    return LastHidden()
 
 
 def _options(threads: int) -> object:
