@@ -83,7 +83,7 @@ class LowerLayers:
             )
         feeds = {name: batch[name].numpy() for name in ("input_ids", "attention_mask")}
         feeds["token_type_ids"] = np.zeros_like(feeds["input_ids"])
-        (hidden,) = self._session.run(None, feeds)  # type: ignore[attr-defined]
+        (hidden,) = self._session.run(None, feeds)  # type: ignore[union-attr]
         return np.asarray(hidden)
 
     def _export(self) -> Path:
@@ -223,7 +223,7 @@ def encode_states(layers: list[torch.nn.Module], states: States, batch_size: int
 
     lengths = np.diff(states.offsets)
     order = np.argsort(lengths, kind="stable")
-    out = np.zeros((len(states), layers[0].output.dense.out_features), dtype=np.float32)
+    out = np.zeros((len(states), int(states.tokens.shape[1])), dtype=np.float32)
     with torch.inference_mode():
         for start in range(0, len(order), batch_size):
             rows = [int(r) for r in order[start : start + batch_size]]
