@@ -30,7 +30,7 @@ from qdrant_client import QdrantClient
 from eval._bench_speed import plot, quality, speed
 from eval.retrieval import BeirSet, load_beir, ndcg_at
 from retriever.batching import BatchingEmbedder
-from retriever.bulk import DiskCache, embed_documents, text_key
+from retriever.bulk import cached_vectors, embed_documents
 from retriever.cache import LRUCache
 from retriever.config import RetrieverConfig
 from retriever.conversation import conversation_query
@@ -108,17 +108,17 @@ def follow_up_quality(encoder: Encoder, index: ToolIndex, data: BeirSet) -> dict
     return out
 
 
-def cached_vectors(
+def document_vectors(
     encoder: Encoder, documents: list[ToolDocument], cache_dir: Path, fill: bool
 ) -> tuple[Vectors, int]:
+    """Every document's vector; with ``fill``, the cached ones and a random unit vector
+    for each of the others (counted), else the others embedded now."""
+    texts = [d.text for d in documents]
     if not fill:
-        texts = [d.text for d in documents]
         return embed_documents(encoder, texts, cache_dir=cache_dir), 0
-    known = DiskCache(cache_dir, encoder.name).vectors
     rng = np.random.default_rng(0)
     rows, filled = [], 0
-    for doc in documents:
-        vector = known.get(text_key(doc.text))
+    for vector in cached_vectors(encoder, texts, cache_dir):
         if vector is None:
             vector = rng.standard_normal(encoder.dim).astype(np.float32)
             vector /= np.linalg.norm(vector)
@@ -189,7 +189,7 @@ def main() -> None:
         args.json.write_text(json.dumps({"follow_up_ndcg@5": follow_up}, indent=2) + "\n")
         print(follow_up)
         return
-    vectors, filled = cached_vectors(encoder, documents, args.cache_dir, args.fill_missing)
+    vectors, filled = document_vectors(encoder, documents, args.cache_dir, args.fill_missing)
     if args.speed:
         run_speed(args, data, documents, vectors, filled)
         return

@@ -47,6 +47,19 @@ class DiskCache:
         partial.replace(self.path)
 
 
+def cached_vectors(encoder: Encoder, texts: list[str], cache_dir: Path) -> list[Vectors | None]:
+    """The vectors of ``texts`` that :func:`embed_documents` left in ``cache_dir``, None
+    where a text was never embedded; nothing is embedded. An adapted encoder's come from
+    its base model's cache through the adapter, as :func:`embed_documents` stores them."""
+    from retriever.adapter import AdaptedEncoder
+
+    if isinstance(encoder, AdaptedEncoder):
+        base = cached_vectors(encoder.base, texts, cache_dir)
+        return [None if row is None else encoder.adapter.apply(row[None])[0] for row in base]
+    known = DiskCache(cache_dir, encoder.name).vectors
+    return [known.get(text_key(text)) for text in texts]
+
+
 def embed_documents(
     encoder: Encoder,
     texts: list[str],
