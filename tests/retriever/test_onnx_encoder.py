@@ -4,6 +4,7 @@ exported file is missing, corrupt, or cannot be written."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +12,12 @@ import numpy as np
 import pytest
 
 from retriever.config import RetrieverConfig
-from retriever.embedder import FlagEncoder, bundled_model_path, load_encoder
+from retriever.embedder import (
+    FlagEncoder,
+    bundled_model_path,
+    load_encoder,
+    nvidia_driver_present,
+)
 from retriever.errors import ModelExportFailed, ModelNotFound
 from retriever.onnx_encoder import OnnxEncoder, onnx_file
 
@@ -68,6 +74,27 @@ def test_the_default_cpu_encoder_runs_on_onnx(onnx_dir: Path) -> None:
     encoder = load_encoder(RetrieverConfig(device="cpu", adapter=False))
     assert isinstance(encoder, OnnxEncoder)
     assert onnx_file(bundled_model_path(), "mean", "fp32", onnx_dir).is_file()
+
+
+def test_the_default_encoder_loads_without_torch_where_no_nvidia_driver_is(
+    onnx_dir: Path,
+) -> None:
+    """A fresh process, as a server's start-up: on CPU, torch is never imported (its import
+    was most of the model's load)."""
+    program = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from retriever.config import RetrieverConfig\n"
+        "from retriever.embedder import load_encoder\n"
+        f"encoder = load_encoder(RetrieverConfig(onnx_dir=Path({str(onnx_dir)!r})))\n"
+        "encoder.encode(['hello'])\n"
+        "print(type(encoder.base).__name__, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=600, check=True
+    )
+    torch_imported = "True" if nvidia_driver_present() else "False"
+    assert done.stdout.split() == ["OnnxEncoder", torch_imported]
 
 
 def test_a_corrupt_export_is_exported_again(
