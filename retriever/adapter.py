@@ -26,7 +26,7 @@ import numpy as np
 
 from retriever.delta import AdapterError as AdapterError
 from retriever.delta import WeightDelta, delta_from_arrays
-from retriever.encoder import Encoder, Vectors
+from retriever.encoder import EncodeCounts, Encoder, Vectors
 
 #: The linear map trained for the bundled MiniLM, committed with the package.
 LINEAR_ADAPTER = Path(__file__).parent / "adapters" / "minilm-l6-v2.npz"
@@ -106,6 +106,10 @@ class AdaptedEncoder:
     @property
     def dim(self) -> int:
         return self.base.dim
+
+    @property
+    def counts(self) -> EncodeCounts:
+        return self.base.counts
 
     def encode(self, texts: list[str]) -> Vectors:
         return self.adapter.apply(self.base.encode(texts))

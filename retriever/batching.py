@@ -1,9 +1,10 @@
 """Micro-batching: queries that arrive within a window share one forward pass.
 
 A request's texts are first looked up in the cache; the misses join the pending
-batch, which is flushed when the window (``batch_window_ms``) closes or ``max_batch``
-texts are waiting. Passes run one at a time on a single worker thread, so the event
-loop never blocks on the model and the model never runs two passes at once.
+batch, ``max_batch`` at a time and shortest first, which is flushed when the window
+(``batch_window_ms``) closes or ``max_batch`` texts are waiting. Passes run one at a
+time on a single worker thread, so the event loop never blocks on the model and the
+model never runs two passes at once.
 """
 
 from __future__ import annotations
@@ -70,9 +71,7 @@ class BatchingEmbedder:
         self.stats.cache_hits += len(texts) - sum(v is None for v in found)
         self.stats.cache_misses += len(misses)
         if misses:
-            fresh = await self._encode_in_batch(misses)
-            await self._cache.put_many(self.encoder.name, misses, fresh)
-            by_text = dict(zip(misses, fresh, strict=True))
+            by_text = await self._encode_missing(misses)
             found = [by_text[t] if v is None else v for t, v in zip(texts, found, strict=True)]
         stacked: Vectors = np.stack([v for v in found if v is not None])
         return stacked
@@ -84,6 +83,24 @@ class BatchingEmbedder:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _encode_missing(self, misses: list[str]) -> dict[str, Vectors]:
+        """The vectors of ``misses``, shortest texts first, ``max_batch`` at a time (each
+        pass is cached as soon as it is done, by :meth:`_run`).
+
+        A pass pads every text to its longest, so passes of similar lengths compute
+        about 1.6x fewer token positions over a client's tool list (toolbench's tools:
+        every unsorted pass of 64 held one of 256 tokens). Caching pass by pass leaves
+        what a cancelled request (a client gone, a timeout) paid for to its retry and to
+        other processes, and between two passes another request's query gets its turn
+        on the worker."""
+        ordered = sorted(misses, key=len)
+        by_text: dict[str, Vectors] = {}
+        for start in range(0, len(ordered), self._max_batch):
+            chunk = ordered[start : start + self._max_batch]
+            fresh = await self._encode_in_batch(chunk)
+            by_text.update(zip(chunk, fresh, strict=True))
+        return by_text
 
     async def _encode_in_batch(self, texts: list[str]) -> Vectors:
         loop = asyncio.get_running_loop()
@@ -107,7 +124,7 @@ class BatchingEmbedder:
             task.add_done_callback(self._running.discard)
 
     async def _run(self, batch: list[_Waiter]) -> None:
-        texts = list(dict.fromkeys(t for waiter in batch for t in waiter.texts))
+        texts = sorted(dict.fromkeys(t for waiter in batch for t in waiter.texts), key=len)
         loop = asyncio.get_running_loop()
         try:
             parts = []
@@ -123,6 +140,8 @@ class BatchingEmbedder:
                 if not waiter.future.done():
                     waiter.future.set_exception(exc)
             return
+        # Cached here, not by the caller: a pass whose caller was cancelled is kept too.
+        await self._cache.put_many(self.encoder.name, texts, vectors)
         row = {text: i for i, text in enumerate(texts)}
         for waiter in batch:
             if not waiter.future.done():

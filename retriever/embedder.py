@@ -31,6 +31,7 @@ import numpy as np
 from retriever.adapter import BUNDLED_ADAPTER, AdaptedEncoder, Adapter, load_adapter
 from retriever.config import RetrieverConfig
 from retriever.delta import AdapterError, WeightDelta, encoder_name
+from retriever.encoder import EncodeCounts
 from retriever.encoder import Encoder as Encoder
 from retriever.encoder import Vectors as Vectors
 from retriever.errors import ModelExportFailed, ModelNotFound
@@ -226,6 +227,7 @@ class FlagEncoder:
         self._lock = threading.Lock()
         self._name = encoder_name(path, pooling, delta)
         self._dim = int(self._network.config.hidden_size)
+        self.counts = EncodeCounts()
 
     @property
     def name(self) -> str:
@@ -245,6 +247,7 @@ class FlagEncoder:
             ).to(self._device)
             hidden = self._network(**batch, return_dict=True).last_hidden_state
             pooled = self._pool(hidden, batch["attention_mask"])
+            self.counts.add(len(texts), int(batch["attention_mask"].numel()))
             return _to_numpy(torch.nn.functional.normalize(pooled.float(), dim=-1))
 
     def _pool(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -262,6 +265,7 @@ class BGEM3Encoder:
 
         self._model = BGEM3FlagModel(str(path), use_fp16=device == "cuda", devices=device)
         self._lock = threading.Lock()
+        self.counts = EncodeCounts()  # no token positions: FlagEmbedding does not say
         self._name = f"bge-m3:{path.name}"
 
     @property
@@ -279,6 +283,7 @@ class BGEM3Encoder:
             out = self._model.encode(
                 texts, batch_size=len(texts), max_length=MAX_TOKENS, return_dense=True
             )
+            self.counts.add(len(texts), 0)
         dense: Vectors = np.asarray(out["dense_vecs"], dtype=np.float32)
         normalised: Vectors = dense / np.linalg.norm(dense, axis=1, keepdims=True).clip(1e-12)
         return normalised

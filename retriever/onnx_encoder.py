@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from retriever._onnx_export import INPUTS, Precision, export_onnx
 from retriever.delta import WeightDelta, encoder_name
-from retriever.encoder import Vectors
+from retriever.encoder import EncodeCounts, Vectors
 from retriever.errors import ModelExportFailed
 
 if TYPE_CHECKING:
@@ -101,6 +101,9 @@ class OnnxEncoder:
         torch_name = encoder_name(model, pooling, delta)
         self._name = torch_name if precision == "fp32" else f"{torch_name}:onnx-{precision}"
         self._lock = threading.Lock()
+        #: Public so that tests and benchmarks can see what was embedded (the probe of
+        #: the export at load is not counted).
+        self.counts = EncodeCounts()
         self._session = self._open(model, pooling, precision, threads)
         self._inputs = [i.name for i in self._session.get_inputs()]
 
@@ -116,9 +119,12 @@ class OnnxEncoder:
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         with self._lock:
-            return self._run(self._session, texts)
+            vectors, tokens = self._run(self._session, texts)
+            self.counts.add(len(texts), tokens)
+            return vectors
 
-    def _run(self, session: onnxruntime.InferenceSession, texts: list[str]) -> Vectors:
+    def _run(self, session: onnxruntime.InferenceSession, texts: list[str]) -> tuple[Vectors, int]:
+        """The vectors, and the token positions the pass computed."""
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.asarray([e.ids for e in encodings], dtype=np.int64)
         feeds: dict[str, npt.NDArray[np.int64]] = {
@@ -128,7 +134,7 @@ class OnnxEncoder:
         }
         (vectors,) = session.run(None, {name: feeds[name] for name in self._inputs})
         out: Vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        return out
+        return out, int(ids.size)
 
     def _open(
         self, model: Path, pooling: str, precision: Precision, threads: int
@@ -160,7 +166,7 @@ class OnnxEncoder:
         if not names or any(name not in INPUTS for name in names):
             raise ModelExportFailed(f"{self.file} takes {names}, not a tokenized text")
         self._inputs = names
-        probe = self._run(session, ["probe"])
+        probe, _ = self._run(session, ["probe"])
         if probe.shape != (1, self._dim) or not np.isfinite(probe).all():
             raise ModelExportFailed(f"{self.file} answers {probe.shape}, not (1, {self._dim})")
         return session

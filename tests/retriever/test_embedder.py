@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from retriever.batching import BatchingEmbedder
 from retriever.cache import EmbeddingCache, LayeredCache, LRUCache, RedisCache
 from retriever.config import RetrieverConfig
-from retriever.embedder import Encoder, load_encoder
+from retriever.embedder import Encoder, Vectors, load_encoder
 from retriever.errors import ModelNotFound
 from tests.conftest import free_port
 
@@ -74,6 +74,67 @@ async def test_a_repeated_text_is_served_from_the_cache(encoder: Encoder) -> Non
     assert embedder.stats.passes == 1
     assert embedder.stats.cache_hits == 1
     assert np.array_equal(first[0], second[0])
+    embedder.close()
+
+
+async def test_a_long_list_is_embedded_in_passes_of_similar_length(encoder: Encoder) -> None:
+    """A pass pads every text to its longest: 16 short and 16 long texts, interleaved,
+    cost what the two groups cost apart, not two passes of long ones."""
+    short = [f"get item {i}" for i in range(16)]
+    long = [
+        f"tool {i}: " + "reads the record and returns every field of it " * 8 for i in range(16)
+    ]
+    before = encoder.counts.tokens
+    encoder.encode(short)
+    encoder.encode(long)
+    apart = encoder.counts.tokens - before
+    embedder = BatchingEmbedder(encoder, LRUCache(0), window_ms=0, max_batch=16)
+    mixed = [text for pair in zip(short, long, strict=True) for text in pair]
+
+    before = encoder.counts.tokens
+    vectors = await embedder.embed(mixed)
+
+    assert encoder.counts.tokens - before == apart
+    assert embedder.stats.passes == 2
+    # Each text still gets its own row, in the order asked.
+    assert np.allclose(vectors[1], encoder.encode([long[0]])[0], atol=1e-5)
+    assert np.allclose(vectors[2], encoder.encode([short[1]])[0], atol=1e-5)
+    embedder.close()
+
+
+class _TellingCache(LRUCache):
+    """The LRU, setting ``stored`` once something is put in it."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.stored = asyncio.Event()
+
+    async def put_many(self, model: str, texts: Sequence[str], vectors: Vectors) -> None:
+        await super().put_many(model, texts, vectors)
+        self.stored.set()
+
+
+async def test_a_cancelled_request_leaves_the_passes_it_finished_in_the_cache(
+    encoder: Encoder,
+) -> None:
+    """A client that hangs up (or times out) part-way through a long tool list: its retry
+    embeds only what was not done."""
+    cache = _TellingCache(1000)
+    embedder = BatchingEmbedder(encoder, cache, window_ms=0, max_batch=8)
+    texts = [f"tool number {i} sends a parcel to an address" for i in range(40)]
+    request = asyncio.create_task(embedder.embed(texts))
+    await cache.stored.wait()  # the first pass is done and cached
+    request.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await request
+    cached = len(cache)
+    before = encoder.counts.texts
+
+    await embedder.embed(texts)
+
+    assert cached >= 8
+    # The pass running when it was cancelled may be embedded again (or cached meanwhile).
+    assert encoder.counts.texts - before <= len(texts) - cached
     embedder.close()
 
 
