@@ -11,7 +11,10 @@ Select mode is measured a third way: each request with twelve tools the server h
 never seen (new names and descriptions), so the tenth pays what new tools cost once
 start-up is over, and the first is compared with that.
 
-    python -m eval.bench_first_request [--requests 10]
+    python -m eval.bench_first_request [--requests 10] [--restart-only]
+
+The first row is a restart: orchestrate on a data folder a server used before (catalog
+indexed, model exported), the start every deployment makes but its first.
 
 Prints, per mode and start: seconds until the port answered and until ``/readyz`` said
 ready, the first and tenth request's time and their ratio (the target: within 2x), and
@@ -121,10 +124,18 @@ def toolgraph_spec(port: int, upstream_port: int, data_dir: Path) -> ServerSpec:
 
 
 def measure(
-    mode: str, after_ready: bool, upstream_port: int, work: Path, n: int, fresh: bool = False
+    mode: str,
+    after_ready: bool,
+    upstream_port: int,
+    work: Path,
+    n: int,
+    fresh: bool = False,
+    data_dir: Path | None = None,
 ) -> Run:
+    """``data_dir``: a folder a server has used before (its catalog indexed, its model
+    exported), else a new one."""
     port = free_port()
-    spec = toolgraph_spec(port, upstream_port, work / f"data-{port}")
+    spec = toolgraph_spec(port, upstream_port, data_dir or work / f"data-{port}")
     began = time.perf_counter()
     with running(spec, os.environ, work) as service:
         wait_ready(service)
@@ -144,7 +155,18 @@ def measure(
     label = {"orchestrate": mode, "select": f"{mode}, same tools"}[mode]
     if fresh:
         label = f"{mode}, new tools each request"
+    if data_dir is not None:
+        label = f"{mode}, restart on a used data folder"
     return Run(label, start, port_s, ready_s, latencies)
+
+
+def measure_restart(upstream_port: int, work: Path, n: int) -> Run:
+    """Orchestrate after a restart: a first server indexes the catalog and exports the
+    model into a folder and stops; the one measured starts on that folder (the case of
+    every start but the first: nothing to embed or export)."""
+    folder = work / "data-restart"
+    measure("orchestrate", True, upstream_port, work, 1, data_dir=folder)
+    return measure("orchestrate", True, upstream_port, work, n, data_dir=folder)
 
 
 def _wait_ready(url: str, began: float) -> float:
@@ -164,16 +186,21 @@ def fake_upstream(work: Path) -> Iterator[int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=10, help="requests per server")
+    parser.add_argument(
+        "--restart-only", action="store_true", help="only the restart on a used data folder"
+    )
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     runs = []
     with tempfile.TemporaryDirectory(prefix="toolgraph-first-") as folder:
         work = Path(folder)
         with fake_upstream(work) as upstream_port:
-            for mode in ("select", "orchestrate"):
+            runs.append(measure_restart(upstream_port, work, args.requests))
+            for mode in ("select", "orchestrate") if not args.restart_only else ():
                 for after_ready in (True, False):
                     runs.append(measure(mode, after_ready, upstream_port, work, args.requests))
-            runs.append(measure("select", True, upstream_port, work, args.requests, fresh=True))
+            if not args.restart_only:
+                runs.append(measure("select", True, upstream_port, work, args.requests, True))
     load_after = os.getloadavg()
     print(
         f"| mode | first request sent | port open (s) | ready (s) | first (ms) "

@@ -8,7 +8,8 @@ select mode's service (one copy in memory), the built-in tool pack and the
 database pack's tools are written into the graph store when missing or changed,
 and the Qdrant collection is brought in step with the store (only changed tools
 are embedded) before the in-process index is loaded from it, and the no-tool
-gate embeds the tools it weighs a request against. The long-term plan memory uses the same
+gate embeds the tools it weighs a request against (kept in the data folder's
+embeddings cache, so a restart embeds nothing). The long-term plan memory uses the same
 Qdrant client, and every call to it runs on the client's own thread: local mode is
 not thread-safe, and the memory is read and written while requests run. Readiness
 counts both collections (:meth:`CatalogService.check`), so a store that no
@@ -287,7 +288,21 @@ class CatalogService:
         # (the same loaded copy when it is the index's too).
         encoder = load_encoder(gate_encoder_config(self._settings.retriever))
         documents = [gate_document(tool_fields(tool)) for tool in tools]
+        self._gate_vectors_from_disk(encoder, documents)
         return CatalogGate(load_gate(), encoder, documents, self._gate_vectors)
+
+    def _gate_vectors_from_disk(self, encoder: Encoder, documents: list[str]) -> None:
+        """The gate's vectors of tools this process has not seen, from the embeddings
+        cache in the data folder (embedded and left there when absent): a restart embeds
+        none of them again, where it used to embed every tool of the catalog."""
+        from retriever.bulk import embed_documents
+
+        missing = list(dict.fromkeys(d for d in documents if d not in self._gate_vectors))
+        if not missing:
+            return
+        cache = self._settings.data_dir / "embeddings"
+        vectors = embed_documents(encoder, missing, cache_dir=cache, progress=False)
+        self._gate_vectors.update(zip(missing, vectors, strict=True))
 
     @staticmethod
     def _seed_edges(store: GraphStore, edges: list[Edge]) -> None:

@@ -49,3 +49,22 @@ async def test_a_second_worker_fills_its_own_folder_from_the_embeddings_cache(
     assert len(points) == len(builtin_tools())
     assert all(np.allclose(point.vector, expected, atol=1e-5) for point in points)
     assert not (tmp_path / "qdrant" / "collection").exists()  # the held folder was left alone
+
+
+async def test_a_restart_on_the_same_folder_embeds_nothing(tmp_path: Path) -> None:
+    """The index comes from Qdrant and the gate's vectors from the embeddings cache: the
+    second start of a process on a data folder runs no forward pass for the catalog."""
+    settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0}, orchestrate={"gate": True})
+    for start in ("first", "restart"):
+        select = SelectService(settings.retriever)
+        encoder = await select.encoder()  # the gate's encoder is its base: one counter
+        before = encoder.counts.texts
+        catalog = CatalogService(settings, select)
+        loaded = await catalog.get()
+        embedded = encoder.counts.texts - before
+        catalog.close()
+        select.close()
+        assert loaded.gate is not None
+        if start == "first":
+            assert embedded >= 2 * len(builtin_tools())  # the index's and the gate's
+    assert embedded == 0
