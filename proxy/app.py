@@ -19,6 +19,7 @@ from proxy.config import Settings, load_settings
 from proxy.console import router as console_router
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.logs import configure_logging
+from proxy.mcp import router as mcp_registry_router
 from proxy.mcp_server.router import route as mcp_route
 from proxy.middleware import ObservabilityMiddleware, UnprefixedPaths
 from proxy.orchestrate import router as orchestrate_router
@@ -49,6 +50,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app.include_router(models_router.router, dependencies=[Depends(authenticate)])
     app.include_router(health.router)
     app.include_router(registry_router.router)
+    app.include_router(mcp_registry_router.router)
     app.include_router(orchestrate_router.router)
     app.include_router(console_router.router)
     app.router.routes.extend(console_router.pages)

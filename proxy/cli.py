@@ -17,6 +17,7 @@ from graph_store.cli import add_commands as add_graph_commands
 from graph_store.cli import run_command as run_graph_command
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.logs import configure_logging
+from proxy.mcp import command as mcp_command
 from proxy.tools_command import COMMANDS as TOOL_COMMANDS
 from proxy.tools_command import add_commands as add_tool_commands
 from proxy.tools_command import run_command as run_tool_command
@@ -66,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_retriever_command(args, _index_command_settings(settings))
     if args.command in TOOL_COMMANDS:
         return run_tool_command(args, settings)
+    if args.command in mcp_command.COMMANDS:
+        return mcp_command.run_command(args, settings)
     for group in groups:
         if args.command in group.COMMANDS:
             return group.run_command(args, settings)
@@ -140,6 +143,7 @@ def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:
     add_graph_commands(commands)
     add_retriever_commands(commands)
     add_tool_commands(commands)
+    mcp_command.add_commands(commands)
     for group in groups:
         group.add_commands(commands)
     return parser

@@ -612,6 +612,11 @@ class Settings(BaseSettings):
         description="MCP servers whose tools join the catalog (stdio `{name, command, env, cwd}` "
         "or streamable HTTP `{name, url, headers}`); run in orchestrate mode through `tools/call`.",
     )
+    mcp_registry_commands: bool = Field(
+        default=False,
+        description="Whether the registry API (admin key) may add stdio MCP servers, each a "
+        "command run on this host; off, it adds HTTP servers only.",
+    )
 
     @field_validator("retriever")
     @classmethod

@@ -33,8 +33,11 @@ from graph_store.store import GraphStore, open_store
 from proxy import metrics
 from proxy.chat.service import ChatService, Rewrite
 from proxy.config import Settings
+from proxy.execute.egress import EgressPolicy
 from proxy.execute.service import ToolExecutor
 from proxy.logs import startup_line
+from proxy.mcp.admin import McpRegistry
+from proxy.mcp.registered import RegisteredServers
 from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
 from proxy.mcp_server.service import CatalogTools
@@ -76,6 +79,7 @@ class AppServices:
     relayed: RelayService  # embeddings, completions, moderations
     models: ModelCatalog  # GET /v1/models
     registry: ToolRegistry | None  # None without an admin key: the registry API is off
+    mcp_registry: McpRegistry | None  # the same, for MCP servers
     mcp_endpoint: McpEndpoint  # /mcp: the catalog for MCP clients
     readiness: Readiness
     master_key: bytes | None
@@ -159,6 +163,7 @@ async def open_services(
         relayed=relayed,
         models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
         registry=registry,
+        mcp_registry=_mcp_registry(settings, mcp, store) if registry else None,
         mcp_endpoint=endpoint,
         readiness=Readiness(_checks(settings, redis, session, catalog, mcp)),
         master_key=_key_bytes(settings.master_key),
@@ -212,9 +217,28 @@ def _checks(
 
 
 def _mcp_sources(settings: Settings, store: GraphStore | None) -> McpSources | None:
-    if not settings.mcp_servers or store is None:
+    """The settings' MCP servers and those added through the registry API, when either
+    can exist (servers can be added only with an admin key)."""
+    if store is None or not (settings.mcp_servers or settings.admin_key):
         return None
-    return McpSources(settings.mcp_servers, settings.executor.call_timeout, store)
+    fixed = {server.name for server in settings.mcp_servers}
+    added = [s for s in RegisteredServers(settings.data_dir).load() if s.name not in fixed]
+    return McpSources(
+        [*settings.mcp_servers, *added],
+        settings.executor.call_timeout,
+        store,
+        policy=EgressPolicy.from_settings(settings.executor),
+    )
+
+
+def _mcp_registry(
+    settings: Settings, mcp: McpSources | None, store: GraphStore | None
+) -> McpRegistry | None:
+    if mcp is None or store is None:
+        return None
+    fixed = [server.name for server in settings.mcp_servers]
+    registered = RegisteredServers(settings.data_dir)
+    return McpRegistry(mcp, registered, fixed, store, commands=settings.mcp_registry_commands)
 
 
 def _mcp_check(mcp: McpSources) -> Check:

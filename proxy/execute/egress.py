@@ -145,11 +145,23 @@ def _literal_address(name: str) -> IPAddress | None:
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's network backend, connecting only to addresses the policy has checked."""
+    """httpcore's network backend, connecting only to addresses the policy has checked.
 
-    def __init__(self, policy: EgressPolicy, inner: httpcore.AsyncNetworkBackend | None = None):
+    ``inner`` and ``connect_errors`` may be another httpcore's (httpcore2, under the
+    MCP SDK's httpx2): the interface is the same, only the classes differ."""
+
+    def __init__(
+        self,
+        policy: EgressPolicy,
+        inner: Any = None,
+        connect_errors: tuple[type[Exception], ...] = (
+            httpcore.ConnectError,
+            httpcore.ConnectTimeout,
+        ),
+    ) -> None:
         self._policy = policy
         self._inner = inner or httpcore.AnyIOBackend()
+        self._connect_errors = connect_errors
 
     async def connect_tcp(
         self,
@@ -163,10 +175,11 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         last: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(
+                stream: httpcore.AsyncNetworkStream = await self._inner.connect_tcp(
                     address, port, timeout, local_address, socket_options
                 )
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                return stream
+            except self._connect_errors as exc:
                 last = exc
         assert last is not None
         raise last

@@ -33,7 +33,8 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import JsonValue, ValidationError
 
 from proxy.config import McpServer
-from proxy.errors import ToolError, ToolTimeout
+from proxy.errors import EgressDenied, ToolError, ToolTimeout
+from proxy.execute.egress import EgressPolicy
 from proxy.mcp.results import tool_output
 from proxy.mcp.transport import WatchedTransport
 
@@ -62,8 +63,11 @@ _SDK_ERRORS = (
 
 
 class McpConnection:
-    def __init__(self, server: McpServer, call_timeout: float, on_tools: OnTools) -> None:
+    def __init__(
+        self, server: McpServer, call_timeout: float, on_tools: OnTools, policy: EgressPolicy
+    ) -> None:
         self.server = server
+        self._policy = policy
         self._call_timeout = server.call_timeout or call_timeout
         self._on_tools = on_tools
         self._client: Client | None = None
@@ -112,6 +116,19 @@ class McpConnection:
             raise self._translate(label, exc) from None
         return tool_output(label, result)
 
+    async def list_now(self) -> list[JsonValue]:
+        """The server's whole listing, read now (``toolgraph mcp sync``)."""
+        client = self._client
+        if client is None:
+            raise ToolError(f"MCP server {self.name} is not connected", param=self.name)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await list_tools(client)
+        except TimeoutError:
+            raise ToolTimeout(f"{self.name} did not list its tools in time") from None
+        except _SDK_ERRORS as exc:
+            raise self._translate(self.name, exc) from None
+
     def _translate(self, label: str, exc: BaseException) -> ToolError:
         if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
             return ToolError(f"{label}: the server refused the call: {exc}", param=label)
@@ -140,7 +157,7 @@ class McpConnection:
 
     async def _serve_once(self) -> bool:
         """One session, from start to end; whether it got as far as its listing."""
-        transport = WatchedTransport(self.server, self.server.connect_timeout)
+        transport = WatchedTransport(self.server, self.server.connect_timeout, self._policy)
         served = False
         try:
             async with AsyncExitStack() as stack:
@@ -152,9 +169,13 @@ class McpConnection:
             log.warning("MCP server %s did not answer within %.0f s", self.name, self._timeout)
         except _SDK_ERRORS as exc:
             log.warning("MCP server %s failed: %s: %s", self.name, type(exc).__name__, exc)
-        except Exception:  # the supervisor's outermost edge: nothing may end its restarts
+        except Exception as exc:  # the supervisor's outermost edge: nothing may end its restarts
             # (the SDK's task groups raise ExceptionGroups of anything, a store may fail)
-            log.exception("MCP server %s failed", self.name)
+            refused = _egress_refusal(exc)
+            if refused is None:
+                log.exception("MCP server %s failed", self.name)
+            else:
+                log.warning("MCP server %s refused by the egress policy: %s", self.name, refused)
         finally:
             self._client = None
             if not self._closing:  # at shutdown, no other process needs to hear of it
@@ -204,6 +225,16 @@ class McpConnection:
         if isinstance(message, types.ToolListChangedNotification):
             self._relist = True
             self._wake.set()
+
+
+def _egress_refusal(exc: BaseException) -> str | None:
+    """The egress policy's refusal inside ``exc`` (the SDK's task groups wrap it), if any."""
+    if isinstance(exc, EgressDenied):
+        return exc.message
+    if isinstance(exc, BaseExceptionGroup):
+        found = (_egress_refusal(inner) for inner in exc.exceptions)
+        return next((message for message in found if message is not None), None)
+    return None
 
 
 async def list_tools(client: Client) -> list[JsonValue]:

@@ -25,8 +25,9 @@ from graph_store.ingest.mcp import SCHEME
 from graph_store.models import Tool
 from graph_store.store import GraphStore
 from proxy.config import McpServer
-from proxy.errors import ToolError
-from proxy.mcp.catalog import is_mcp_tool, sync_server
+from proxy.errors import Conflict, NotFound, ToolError
+from proxy.execute.egress import EgressPolicy
+from proxy.mcp.catalog import SyncReport, is_mcp_tool, sync_server
 from proxy.mcp.connection import McpConnection
 
 log = logging.getLogger(__name__)
@@ -45,13 +46,17 @@ class McpSources:
         call_timeout: float,
         store: GraphStore,
         on_change: OnChange | None = None,
+        policy: EgressPolicy | None = None,
     ) -> None:
         self._store = store
         self.on_change = on_change or _nothing
-        self._connections = {
-            server.name: McpConnection(server, call_timeout, self._on_tools) for server in servers
-        }
+        self._call_timeout = call_timeout
+        self._policy = policy or EgressPolicy()
+        self._connections = {server.name: self._connection(server) for server in servers}
         self._writing = asyncio.Lock()
+
+    def _connection(self, server: McpServer) -> McpConnection:
+        return McpConnection(server, self._call_timeout, self._on_tools, self._policy)
 
     def start(self) -> None:
         """Connect to every server in the background."""
@@ -69,6 +74,44 @@ class McpSources:
     @property
     def loading(self) -> bool:
         return not all(c.tried.is_set() for c in self._connections.values())
+
+    def connections(self) -> list[McpConnection]:
+        return list(self._connections.values())
+
+    async def add(self, server: McpServer) -> McpConnection:
+        """Start ``server`` and wait for its first connection attempt (at most its
+        ``connect_timeout``); a server that is down stays added and is retried."""
+        if server.name in self._connections:
+            raise Conflict(f"an MCP server named {server.name!r} exists", param="name")
+        if server.url is not None:
+            self._policy.check_host(urlsplit(server.url).hostname or "")
+        connection = self._connections[server.name] = self._connection(server)
+        connection.start()
+        await connection.tried.wait()
+        return connection
+
+    async def remove(self, name: str) -> int:
+        """Stop server ``name`` and delete its tools; how many were deleted. A call it
+        is running fails (the session ends under it)."""
+        connection = self._connections.pop(self._known(name))
+        await connection.aclose()
+        report = await self._write(name, [])
+        await self.on_change()
+        return report.deleted
+
+    async def sync(self, name: str) -> SyncReport:
+        """Read server ``name``'s listing now and write it into the store."""
+        listing = await self._connections[self._known(name)].list_now()
+        report = await self._write(name, listing)
+        await self.on_change()
+        return report
+
+    def _known(self, name: str) -> str:
+        if name not in self._connections:
+            raise NotFound(
+                f"no MCP server named {name!r}", param="name", code="mcp_server_not_found"
+            )
+        return name
 
     def connected(self) -> list[str]:
         return [name for name, c in self._connections.items() if c.connected]
@@ -89,9 +132,10 @@ class McpSources:
         return await connection.call(name, arguments)
 
     async def _on_tools(self, server: str, listing: list[JsonValue] | None) -> None:
+        if server not in self._connections:  # removed while it was listing
+            return
         if listing is not None:
-            async with self._writing:  # one writer: two syncs would race on the edges
-                report = await asyncio.to_thread(sync_server, self._store, server, listing)
+            report = await self._write(server, listing)
             log.info(
                 "MCP server %s synced: %d tools written, %d deleted, %d edges, %d errors",
                 server,
@@ -101,6 +145,10 @@ class McpSources:
                 len(report.errors),
             )
         await self.on_change()
+
+    async def _write(self, server: str, listing: list[JsonValue]) -> SyncReport:
+        async with self._writing:  # one writer: two syncs would race on the edges
+            return await asyncio.to_thread(sync_server, self._store, server, listing)
 
 
 def _target(tool: Tool) -> tuple[str, str]:

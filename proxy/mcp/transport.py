@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import sys
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Self
 
 import anyio
+import httpcore2
 import httpx2
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from proxy.config import McpServer
+from proxy.execute.egress import EgressPolicy, GuardedBackend
 
 Message = SessionMessage | Exception
 
@@ -68,10 +71,11 @@ class WatchedStream:
 class WatchedTransport:
     """A transport for ``server`` whose end sets :attr:`ended`."""
 
-    def __init__(self, server: McpServer, connect_timeout: float) -> None:
+    def __init__(self, server: McpServer, connect_timeout: float, policy: EgressPolicy) -> None:
         self.server = server
         self.ended = asyncio.Event()
         self._connect_timeout = connect_timeout
+        self._policy = policy
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[tuple[WatchedStream, object]]:
@@ -94,9 +98,34 @@ class WatchedTransport:
             async with stdio_client(params, errlog=sys.stderr) as streams:
                 yield streams  # type: ignore[misc]
             return
-        timeout = httpx2.Timeout(self._connect_timeout, read=None)
         async with (
-            httpx2.AsyncClient(headers=server.header_values(), timeout=timeout) as client,
+            guarded_client(self._policy, server.header_values(), self._connect_timeout) as client,
             streamable_http_client(server.url, http_client=client) as streams,
         ):
             yield streams  # type: ignore[misc]
+
+
+def guarded_client(
+    policy: EgressPolicy, headers: dict[str, str], connect_timeout: float
+) -> httpx2.AsyncClient:
+    """The HTTP client of one HTTP MCP server, under the tools' egress policy: the host
+    allow-list on every request (redirects too), every address checked when connecting."""
+
+    async def check_hop(request: httpx2.Request) -> None:
+        policy.check_host(request.url.host)
+
+    transport = httpx2.AsyncHTTPTransport(trust_env=False, retries=0)
+    # httpx2 takes no network backend; its pool does (as for HTTP tools).
+    transport._pool = httpcore2.AsyncConnectionPool(
+        ssl_context=ssl.create_default_context(),
+        network_backend=GuardedBackend(  # type: ignore[arg-type]  # httpcore's, not httpcore2's
+            policy, httpcore2.AnyIOBackend(), (httpcore2.ConnectError, httpcore2.ConnectTimeout)
+        ),
+    )
+    return httpx2.AsyncClient(
+        transport=transport,
+        trust_env=False,
+        headers=headers,
+        timeout=httpx2.Timeout(connect_timeout, read=None),
+        event_hooks={"request": [check_hop]},
+    )

@@ -19,6 +19,7 @@ from graph_store.memory import InProcessStore
 from graph_store.models import Tool
 from proxy.config import McpServer
 from proxy.errors import ToolTimeout
+from proxy.execute.egress import EgressPolicy
 from proxy.mcp.sources import McpSources
 from tests.conftest import free_port, unavailable
 
@@ -38,17 +39,29 @@ def node() -> str:
     return found
 
 
+#: The tools' egress policy with loopback allowed: the HTTP server runs on 127.0.0.1.
+LOCAL = EgressPolicy(allow_private=True)
+
+
 @contextlib.asynccontextmanager
-async def connected(server: McpServer, store: InProcessStore) -> AsyncIterator[McpSources]:
-    mcp = McpSources([server], 30.0, store)
+async def started(
+    server: McpServer, store: InProcessStore, policy: EgressPolicy = LOCAL
+) -> AsyncIterator[McpSources]:
+    mcp = McpSources([server], 30.0, store, policy=policy)
     mcp.start()
     try:
         async with asyncio.timeout(120):
             await mcp.settled()
-        assert mcp.connected() == [server.name]
         yield mcp
     finally:
         await mcp.aclose()
+
+
+@contextlib.asynccontextmanager
+async def connected(server: McpServer, store: InProcessStore) -> AsyncIterator[McpSources]:
+    async with started(server, store) as mcp:
+        assert mcp.connected() == [server.name]
+        yield mcp
 
 
 def tool(store: InProcessStore, name: str) -> Tool:
@@ -125,3 +138,26 @@ async def test_streamable_http(http_everything: str, store: InProcessStore) -> N
     async with connected(server, store) as mcp:
         echo = await mcp.invoke(tool(store, "remote_echo"), {"message": "over HTTP"})
         assert echo == "Echo: over HTTP"
+
+
+@pytest.mark.parametrize(
+    ("policy", "reason"),
+    [
+        (EgressPolicy(), "non-public address"),
+        (EgressPolicy(["tools.example.com"], allow_private=True), "allow-list"),
+    ],
+)
+async def test_an_http_server_outside_the_egress_policy_is_never_reached(
+    http_everything: str,
+    store: InProcessStore,
+    policy: EgressPolicy,
+    reason: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = McpServer(name="remote", url=http_everything)
+    async with started(server, store, policy) as mcp:
+        assert mcp.connected() == []
+        assert store.names() == {}
+    refusals = [r.getMessage() for r in caplog.records if "egress policy" in r.getMessage()]
+    assert refusals, [r.getMessage() for r in caplog.records]
+    assert reason in refusals[0]

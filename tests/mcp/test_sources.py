@@ -13,6 +13,7 @@ from graph_store.memory import InProcessStore
 from graph_store.models import Tool
 from proxy.config import McpServer
 from proxy.errors import ToolError, ToolTimeout
+from proxy.execute.egress import EgressPolicy
 from proxy.mcp.sources import McpSources
 from tests.conftest import free_port
 from tests.mcp.conftest import Changes, python_server
@@ -113,7 +114,8 @@ async def test_an_http_server_that_refuses_connections_is_unavailable(
     store: InProcessStore,
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    mcp = McpSources([McpServer(name="refusing", url=url, connect_timeout=10.0)], 30.0, store)
+    refusing = McpServer(name="refusing", url=url, connect_timeout=10.0)
+    mcp = McpSources([refusing], 30.0, store, policy=EgressPolicy(allow_private=True))
     mcp.start()
     try:
         async with asyncio.timeout(60):
@@ -130,3 +132,26 @@ async def test_closing_does_not_wait_for_a_server_still_starting(store: InProces
     async with asyncio.timeout(60):  # not the 600 s of its connect timeout
         await mcp.aclose()
     assert mcp.connected() == []
+
+
+async def test_a_server_removed_during_a_call_fails_the_call_and_deletes_its_tools(
+    store: InProcessStore, changes: Changes
+) -> None:
+    mcp = McpSources([python_server()], 30.0, store, changes)
+    mcp.start()
+    try:
+        async with asyncio.timeout(60):
+            await mcp.settled()
+        slow, city = tool(store, "test_slow"), tool(store, "test_lookup_city")
+        call = asyncio.create_task(mcp.invoke(slow, {"seconds": 600}))
+        await asyncio.sleep(0)  # the call is sent before the server goes
+        assert await mcp.remove("test") == 7
+        async with asyncio.timeout(60):  # a guard against a hang, not a measure
+            with pytest.raises(ToolError, match="went away during the call"):
+                await call
+        assert not mcp.available(city)
+        assert store.get_tool("test_lookup_city") is None
+        with pytest.raises(ToolError, match="no MCP server named test"):
+            await mcp.invoke(city, {"city": "Oslo"})
+    finally:
+        await mcp.aclose()

@@ -1,0 +1,102 @@
+"""The registry's MCP servers, without HTTP: add, list, remove and sync them.
+
+A stdio server is a command run on the proxy's host, so the API adds one only when
+``mcp_registry_commands`` is set: the admin key alone does not give a shell.
+Servers from the settings file are listed and synced but never added or removed
+here (the file is the operator's: edit it and restart); a server added here starts
+at once, is kept in :class:`~proxy.mcp.registered.RegisteredServers` and comes back
+after a restart. An HTTP server's host must pass the tools' egress policy when it is
+added, as on every connection after. Removing a server ends its session (a call it
+is running fails) and deletes its tools; a server that is merely down keeps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from pydantic import JsonValue
+
+from graph_store.models import Tool
+from graph_store.store import GraphStore
+from proxy.config import McpServer
+from proxy.errors import Conflict, Forbidden
+from proxy.mcp.catalog import SyncReport, is_mcp_tool
+from proxy.mcp.connection import McpConnection
+from proxy.mcp.registered import RegisteredServers
+from proxy.mcp.sources import McpSources
+
+
+class McpRegistry:
+    def __init__(
+        self,
+        sources: McpSources,
+        registered: RegisteredServers,
+        fixed: Sequence[str],
+        store: GraphStore,
+        *,
+        commands: bool = False,
+    ) -> None:
+        self._commands = commands
+        self._sources = sources
+        self._registered = registered
+        self._fixed = frozenset(fixed)
+        self._store = store
+        self._writing = asyncio.Lock()
+
+    async def add(self, server: McpServer) -> dict[str, JsonValue]:
+        async with self._writing:
+            if server.name in self._fixed:
+                raise Conflict(f"MCP server {server.name!r} is in the settings file", param="name")
+            if server.url is None and not self._commands:
+                raise Forbidden(
+                    "stdio MCP servers run a command on the proxy's host: set "
+                    "mcp_registry_commands to add them here (HTTP servers need no setting)",
+                    param="command",
+                    code="mcp_commands_disabled",
+                )
+            connection = await self._sources.add(server)
+            saved = await asyncio.to_thread(self._registered.load)
+            await asyncio.to_thread(self._registered.save, [*saved, server])
+        return (await self._summaries([connection]))[0]
+
+    async def servers(self) -> list[dict[str, JsonValue]]:
+        return await self._summaries(self._sources.connections())
+
+    async def remove(self, name: str) -> int:
+        """Stop and forget server ``name``; how many of its tools were deleted."""
+        async with self._writing:
+            if name in self._fixed:
+                raise Forbidden(
+                    f"MCP server {name!r} is in the settings file: remove it there",
+                    param="name",
+                    code="mcp_server_fixed",
+                )
+            deleted = await self._sources.remove(name)
+            saved = await asyncio.to_thread(self._registered.load)
+            await asyncio.to_thread(self._registered.save, [s for s in saved if s.name != name])
+        return deleted
+
+    async def sync(self, name: str) -> SyncReport:
+        return await self._sources.sync(name)
+
+    async def _summaries(self, connections: list[McpConnection]) -> list[dict[str, JsonValue]]:
+        tools = await asyncio.to_thread(self._read_tools)
+        return [self._summary(c, sum(is_mcp_tool(t, c.name) for t in tools)) for c in connections]
+
+    def _read_tools(self) -> list[Tool]:
+        self._store.refresh()  # what other workers wrote
+        return self._store.list_tools()
+
+    def _summary(self, connection: McpConnection, tools: int) -> dict[str, JsonValue]:
+        server = connection.server
+        return {
+            "object": "mcp_server",
+            "name": server.name,
+            "transport": "stdio" if server.url is None else "http",
+            # the command or URL only: env and header values may be keys
+            "target": server.url or " ".join(server.command),
+            "source": "settings" if server.name in self._fixed else "registry",
+            "connected": connection.connected,
+            "tools": tools,
+        }

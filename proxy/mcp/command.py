@@ -1,0 +1,149 @@
+"""``toolgraph mcp add|list|remove|sync``: the registry's MCP servers from a shell.
+
+The commands speak to the running proxy's registry API (``--proxy``, by default the
+address the settings give; the admin key from ``TOOLGRAPH_ADMIN_KEY`` or the settings
+file), because the proxy holds the servers' sessions: a server added here starts in
+the proxy at once. ::
+
+    toolgraph mcp add files --command "npx -y @modelcontextprotocol/server-filesystem /srv/docs"
+    toolgraph mcp add crm --url https://mcp.example.com/mcp --header Authorization=env:CRM_TOKEN
+    toolgraph mcp list
+    toolgraph mcp sync files
+    toolgraph mcp remove files
+
+A refusal is one line on stderr (the API's message) and exit status 1; bad arguments
+(a ``KEY=VALUE`` without ``=``, neither a command nor a URL) exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import httpx
+
+from proxy.config import Settings
+
+COMMANDS = ("mcp",)
+PATH = "/v1/toolgraph/mcp/servers"
+#: Adding waits for the server's first connection (its connect_timeout, 30 s by default).
+TIMEOUT = 120.0
+
+
+class CommandFailed(Exception):
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    mcp = commands.add_parser("mcp", help="add, list, sync and remove MCP servers")
+    actions = mcp.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="add a server: --command or --url")
+    add.add_argument("name", help="the server's name (its tools are <name>_<tool>)")
+    add.add_argument(
+        "--command", dest="server_command", help="stdio: the server's command line, shell-split"
+    )
+    add.add_argument("--url", help="streamable HTTP: the server's endpoint")
+    add.add_argument("--header", action="append", default=[], help="HTTP header KEY=VALUE")
+    add.add_argument("--env", action="append", default=[], help="stdio environment KEY=VALUE")
+    add.add_argument("--cwd", help="stdio: the server's working directory")
+    actions.add_parser("list", help="the servers, connected or not, with their tool counts")
+    for action, text in (("remove", "stop a server and delete its tools"), ("sync", "list now")):
+        actions.add_parser(action, help=text).add_argument("name")
+    for parser in actions.choices.values():
+        parser.add_argument("--proxy", help="the proxy's URL (default: the settings' address)")
+        parser.add_argument("--config", type=Path, help="YAML settings file")
+        parser.set_defaults(host=None, port=None, workers=None)
+
+
+def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    try:
+        out.write(_run(args, settings) + "\n")
+    except CommandFailed as exc:
+        print(f"toolgraph mcp: {exc}", file=sys.stderr)
+        return exc.status
+    return 0
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> str:
+    if args.action == "add":
+        added = _request(args, settings, "POST", PATH, json=server_spec(args))
+        return _line(added)
+    if args.action == "list":
+        servers = _request(args, settings, "GET", PATH)["data"]
+        return "\n".join(_line(server) for server in servers) or "no MCP servers"
+    if args.action == "remove":
+        removed = _request(args, settings, "DELETE", f"{PATH}/{args.name}")
+        return f"{args.name}: removed, {removed['tools_deleted']} tools deleted"
+    synced = _request(args, settings, "POST", f"{PATH}/{args.name}/sync")
+    return (
+        f"{args.name}: {synced['written']} tools written, {synced['deleted']} deleted, "
+        f"{synced['edges']} edges, {len(synced['errors'])} refused"
+    )
+
+
+def server_spec(args: argparse.Namespace) -> dict[str, Any]:
+    """The API's server record from ``mcp add``'s arguments."""
+    if bool(args.server_command) == bool(args.url):
+        raise CommandFailed("give either --command or --url, one of the two", 2)
+    spec: dict[str, Any] = {"name": args.name}
+    if args.url:
+        spec.update(url=args.url, headers=_pairs(args.header, "--header"))
+    else:
+        spec.update(command=shlex.split(args.server_command), env=_pairs(args.env, "--env"))
+        if args.cwd:
+            spec["cwd"] = str(Path(args.cwd).resolve())
+    return spec
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CommandFailed(f"{flag} {item!r} is not KEY=VALUE", 2)
+        pairs[key] = value
+    return pairs
+
+
+def _line(server: dict[str, Any]) -> str:
+    state = "connected" if server["connected"] else "not connected"
+    return (
+        f"{server['name']}  {server['transport']}  {state}  {server['tools']} tools  "
+        f"({server['source']})  {server['target']}"
+    )
+
+
+def _request(
+    args: argparse.Namespace, settings: Settings, method: str, path: str, **kwargs: Any
+) -> dict[str, Any]:
+    if settings.admin_key is None:
+        raise CommandFailed("set TOOLGRAPH_ADMIN_KEY (the proxy's admin key)")
+    base = (args.proxy or _address(settings)).rstrip("/")
+    headers = {"authorization": f"Bearer {settings.admin_key.get_secret_value()}"}
+    try:
+        response = httpx.request(
+            method, base + path, headers=headers, timeout=TIMEOUT, trust_env=False, **kwargs
+        )
+    except httpx.HTTPError as exc:
+        raise CommandFailed(f"cannot reach the proxy at {base}: {exc}") from None
+    body: dict[str, Any] = response.json() if _is_json(response) else {}
+    if response.is_error:
+        error = body.get("error", {})
+        raise CommandFailed(error.get("message") or f"HTTP {response.status_code}")
+    return body
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.startswith("application/json")
+
+
+def _address(settings: Settings) -> str:
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    return f"http://{host}:{settings.port}"

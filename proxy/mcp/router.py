@@ -1,0 +1,69 @@
+"""``/v1/toolgraph/mcp/servers``: the registry's MCP servers over HTTP, behind the admin key."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import ValidationError
+
+from proxy.config import McpServer
+from proxy.errors import Forbidden, InvalidRequest
+from proxy.mcp.admin import McpRegistry
+from proxy.protocol.base import format_param
+from proxy.protocol.body import decode_body, read_body
+from proxy.registry.router import require_admin
+from proxy.responses import JSONResponse
+from proxy.services import services_of
+
+PREFIX = "/v1/toolgraph/mcp/servers"
+
+router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)])
+
+
+def _registry(request: Request) -> McpRegistry:
+    registry = services_of(request).mcp_registry
+    if registry is None:  # an admin key without a graph store cannot happen; be plain anyway
+        raise Forbidden("MCP servers cannot be added here", code="registry_disabled")
+    return registry
+
+
+@router.get("")
+async def list_servers(request: Request) -> JSONResponse:
+    return JSONResponse({"object": "list", "data": await _registry(request).servers()})
+
+
+@router.post("")
+async def add_server(request: Request) -> JSONResponse:
+    """Add a server (the settings file's ``mcp_servers`` item shape) and connect to it."""
+    limits = services_of(request).settings.limits
+    body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
+    try:
+        server = McpServer.model_validate(body)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise InvalidRequest(
+            error["msg"], param=format_param(error["loc"]) or None, code="invalid_mcp_server"
+        ) from None
+    return JSONResponse(await _registry(request).add(server), status_code=201)
+
+
+@router.delete("/{name}")
+async def remove_server(name: str, request: Request) -> JSONResponse:
+    deleted = await _registry(request).remove(name)
+    return JSONResponse(
+        {"object": "mcp_server.deleted", "name": name, "deleted": True, "tools_deleted": deleted}
+    )
+
+
+@router.post("/{name}/sync")
+async def sync_server(name: str, request: Request) -> JSONResponse:
+    report = await _registry(request).sync(name)
+    return JSONResponse(
+        {
+            "object": "mcp_server.sync",
+            "name": name,
+            "written": report.written,
+            "deleted": report.deleted,
+            "edges": report.edges,
+            "errors": [f"{e.item}: {e.problem}" for e in report.errors],
+        }
+    )
