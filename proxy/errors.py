@@ -17,6 +17,7 @@ ToolgraphError                 status, type, code, param: what the client sees
  │    ├── ToolInputRejected    400 (arguments a tool refuses: hostile, too large, invalid)
  │    ├── MissingArguments     400 (a required value only the user can give: ask them)
  │    ├── ToolResponseTooLarge 502 (the response passed the size cap)
+ │    ├── DestructiveRefused   409 (a destructive tool in a request without Idempotency-Key)
  │    └── EgressDenied         403 (the egress policy refuses the host or its address)
  ├── StoreUnavailable          503 store_unavailable: Redis cannot be reached (nothing ran)
  ├── StoreFull                 503 store_full: an in-process store that must not forget is full
@@ -177,6 +178,13 @@ class MissingArguments(ToolError):
 
 class ToolResponseTooLarge(ToolError):
     code = "tool_response_too_large"
+
+
+class DestructiveRefused(ToolError):
+    """A tool marked destructive, in a request that may be retried (no Idempotency-Key)."""
+
+    status = 409
+    code = "destructive_tool_refused"
 
 
 class EgressDenied(ToolError):

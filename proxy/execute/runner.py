@@ -8,7 +8,10 @@ arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
 is answered from there instead of running again. Every call runs with the request's
 :class:`~proxy.tools.variables.Variables` bound (the entity sets the knowledge-graph
 tools name ``#0``, ``#1``…), one per runner unless the caller passes the request's own.
-When the tool rejects arguments
+A tool marked destructive is not called unless the runner was told it may
+(``destructive``: orchestrate mode gives it only to a request with an
+``Idempotency-Key``); its call fails with :class:`~proxy.errors.DestructiveRefused`,
+before anything is sent. When the tool rejects arguments
 the model wrote (its input error), :meth:`CatalogRunner.revise` has them written once
 more with the tool's message, and the scheduler calls again.
 
@@ -31,7 +34,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy import json_codec
-from proxy.errors import ToolError
+from proxy.errors import DestructiveRefused, ToolError
 from proxy.execute.arguments import ArgumentWriter, NoValidArguments
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
@@ -57,9 +60,11 @@ class CatalogRunner:
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
         variables: Variables | None = None,
+        destructive: bool = True,
     ) -> None:
         self._tools = tools
         self.variables = variables if variables is not None else Variables()
+        self._destructive = destructive
         self._invoker = invoker
         self._writer = writer
         self._compressor = compressor or Compressor(4000)
@@ -164,8 +169,22 @@ class CatalogRunner:
         if earlier is not _ABSENT:
             self.reused.add(node.id)
             return copy.deepcopy(earlier)
+        if not self._destructive and is_destructive(tool):
+            raise DestructiveRefused(
+                f"{tool.name} is marked destructive and runs only under an Idempotency-Key "
+                "(so that a retried request cannot run it twice); it was not called",
+                param=tool.name,
+            )
         with bound_variables(self.variables):
             return await self._invoker.invoke(tool, arguments)
+
+
+def is_destructive(tool: Tool) -> bool:
+    """Whether the tool's source marks it destructive: MCP's ``destructiveHint: true``
+    on a tool not marked ``readOnlyHint``. A tool that says nothing is not counted
+    (MCP's own default would make every unannotated tool destructive)."""
+    hints = tool.provenance.hints
+    return hints.get("destructiveHint", False) and not hints.get("readOnlyHint", False)
 
 
 _ABSENT: JsonValue = {"\0absent": True}

@@ -108,6 +108,7 @@ class ToolExecutor:
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
         variables: Variables | None = None,
+        destructive: bool = True,
     ) -> CatalogRunner:
         return CatalogRunner(
             tools,
@@ -118,6 +119,7 @@ class ToolExecutor:
             reuse=reuse,
             background=background,
             variables=variables,
+            destructive=destructive,
         )
 
     async def execute(
@@ -131,15 +133,20 @@ class ToolExecutor:
         background: Mapping[str, str] | None = None,
         client: str = "",
         variables: Variables | None = None,
+        destructive: bool = True,
     ) -> ExecutedPlan:
         """Run ``plan`` over ``tools``; ``model`` writes arguments and picks fields.
 
         ``reuse``: earlier calls' outputs by :func:`~proxy.execute.runner.call_key`;
         ``background``: earlier results the argument writer may read, by label;
         ``client``: whose plan it is, for the per-client limit on each host;
-        ``variables``: the request's entity sets, when it runs more than one plan.
+        ``variables``: the request's entity sets, when it runs more than one plan;
+        ``destructive``: whether tools marked destructive may run (orchestrate mode: only
+        under an ``Idempotency-Key``, see :func:`~proxy.execute.runner.is_destructive`).
         """
-        runner = self.runner(tools, model, reuse, background, variables)
+        runner = self.runner(
+            tools, model, reuse, background, variables=variables, destructive=destructive
+        )
         run = await self.scheduler.execute(plan, runner, observer, client=client)
         compressed = {
             node_id: runner.compressed[node_id]

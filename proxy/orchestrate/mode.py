@@ -43,6 +43,7 @@ class OrchestrateMode:
         """
         if call.idempotency_key is None:
             return None
+        turn.keyed = True
         claiming = asyncio.ensure_future(
             self._orchestrator.claim(turn, call.idempotency_key, call.raw)
         )

@@ -177,6 +177,7 @@ class Pipeline:
                 },
                 client=turn.client,
                 variables=turn.variables,
+                destructive=turn.keyed,
             )
         return turn.executed
 

@@ -88,6 +88,7 @@ class Turn:
     usage: Usage = field(default_factory=Usage)
     timings: dict[str, float] = field(default_factory=dict)
     tools_ran: bool = False  # a tool call started: a retry must not run it again
+    keyed: bool = False  # the request holds an Idempotency-Key: destructive tools may run
     gate: Decision | None = None  # None: the gate is off
     plan: Plan | None = None
     tool_plan: ToolPlan | None = None

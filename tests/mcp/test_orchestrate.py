@@ -29,9 +29,11 @@ def serve(start_proxy: StartProxy) -> ServerThread:
     return server
 
 
-def orchestrate(server: ServerThread, text: str) -> tuple[str, dict[str, Any]]:
+def orchestrate(
+    server: ServerThread, text: str, headers: dict[str, str] | None = None
+) -> tuple[str, dict[str, Any]]:
     raw = sdk(server).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(text), extra_body=ORCHESTRATE
+        model="fake-model", messages=user(text), extra_body=ORCHESTRATE, extra_headers=headers
     )
     answer = raw.parse().choices[0].message.content or ""
     calls = {
@@ -103,3 +105,19 @@ def test_the_tools_of_a_server_that_is_down_are_not_offered(
     assert "test_lookup_city" in offered
     assert not {name for name in offered if name.startswith("mute_")}
     assert [call["outcome"] for call in found["calls"]] == ["ok"]
+
+
+def test_a_destructive_tool_runs_only_under_an_idempotency_key(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    server = serve(start_proxy)
+    brain.one_step("Delete the record r1", "Delete", "test_reject", {"record": "r1"})
+    answer, calls = orchestrate(server, "Delete record r1.")
+    (refused,) = calls.values()
+    assert refused["outcome"] == "failed"
+    assert "runs only under an Idempotency-Key" in refused["error"]
+    assert answer  # the request is answered, the tool not called
+    brain.one_step("Delete the record r1", "Delete", "test_reject", {"record": "r1"})
+    _, calls = orchestrate(server, "Delete record r1.", {"Idempotency-Key": "delete-r1-once"})
+    (called,) = calls.values()
+    assert "records cannot be deleted" in called["error"]  # the server's own refusal
