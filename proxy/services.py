@@ -40,6 +40,7 @@ from proxy.mcp.admin import McpRegistry
 from proxy.mcp.registered import RegisteredServers
 from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
+from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.mode import OrchestrateMode
@@ -146,7 +147,10 @@ async def open_services(
         stack.push_async_callback(catalog.settle)  # before the stores close under it
     log.info(startup_line(settings, _catalog_state(settings)))
     endpoint = McpEndpoint(
-        CatalogTools(catalog, executor), _key_bytes(settings.master_key), settings.secrets()
+        CatalogTools(catalog, executor),
+        RequestTools(orchestrator, settings),
+        _key_bytes(settings.master_key),
+        settings.secrets(),
     )
     await stack.enter_async_context(endpoint.run())
     modes = _modes(settings, router, upstreams, select, orchestrator)

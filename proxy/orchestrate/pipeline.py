@@ -109,6 +109,16 @@ class Pipeline:
         await self.records.keep_results(turn, earlier, executed, text)
         return AnsweredDirectly(text) if executed is None else AnsweredFromTools(text, executed)
 
+    async def plan_only(self, turn: Turn) -> tuple[Plan, ToolPlan]:
+        """The plan for ``turn``'s request and its tool DAG, nothing run and no gate
+        asked (``/mcp``'s ``plan``), within the request's deadline."""
+        async with within(max(0.0, self._request_timeout - turn.context.elapsed())):
+            catalog = await self.catalog.get()
+            model = MeteredModel(
+                UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage
+            )
+            return await self._plan(turn, catalog, model)
+
     async def _gate(self, turn: Turn, catalog: Catalog) -> bool:
         """Whether a catalog tool may serve the request (always, with the gate off)."""
         if catalog.gate is None:

@@ -13,7 +13,9 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
+from eval.brain import plan_of
 from tests.conftest import ServerThread, StartProxy
+from tests.mcp.conftest import Brain, python_server, wait_connected
 
 KEY = "sk-master-0123456789"
 
@@ -41,14 +43,19 @@ def text_of(result: types.CallToolResult) -> str:
     return block.text
 
 
-async def test_the_catalog_is_searched_and_called_through_two_tools(proxy: ServerThread) -> None:
+async def test_the_catalog_is_searched_and_called_through_its_tools(proxy: ServerThread) -> None:
     async with connected(proxy) as client:
         await search_and_call(client)
 
 
 async def search_and_call(client: Client) -> None:
     listed = await client.list_tools()
-    assert sorted(tool.name for tool in listed.tools) == ["call_tool", "search_tools"]
+    assert sorted(tool.name for tool in listed.tools) == [
+        "call_tool",
+        "plan",
+        "run",
+        "search_tools",
+    ]
     found = await client.call_tool(
         "search_tools", {"query": "cross product of two vectors", "k": 3}
     )
@@ -79,3 +86,53 @@ def test_a_missing_or_wrong_key_is_refused(proxy: ServerThread, authorization: s
     response = httpx.post(f"{proxy.url}/mcp", json=body, headers=headers, timeout=30)
     assert response.status_code == 401
     assert response.json()["error"]["type"] == "authentication_error"
+
+
+def brain_for_oslo(brain: Brain) -> None:
+    brain.plan = plan_of(
+        ("Find the coordinates of Oslo", []),
+        ("Get the weather forecast at those coordinates", ["s1"]),
+    )
+    brain.tools = {"coordinates of": "test_lookup_city", "forecast": "test_forecast"}
+    brain.arguments = {
+        "coordinates of": {"city": "Oslo"},
+        "forecast": {"latitude": 59.91, "longitude": 10.75},
+    }
+
+
+async def test_plan_shows_the_dag_and_run_answers_with_its_trace(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    proxy = start_proxy(
+        master_key=KEY,
+        upstream_api_key="sk-upstream-0123456789",
+        mcp_servers=[python_server().model_dump()],
+        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+        orchestrate={"gate": False},
+    )
+    wait_connected(proxy)
+    brain_for_oslo(brain)
+    ask = {"request": "What is the weather in Oslo?", "model": "fake-model"}
+    async with connected(proxy) as client:
+        unnamed = await client.call_tool("plan", {"request": "What is the weather in Oslo?"})
+        assert unnamed.is_error
+        assert "name the model" in text_of(unnamed)
+        planned = await client.call_tool("plan", ask)
+        assert not planned.is_error, planned
+        plan = json.loads(text_of(planned))
+        calls = {call["id"]: call for call in plan["calls"]}
+        assert calls["s1"]["tool"] == "test_lookup_city"
+        assert (calls["s2"]["tool"], calls["s2"]["needs"]) == ("test_forecast", ["s1"])
+        assert all(decision["reason"] for decision in plan["decisions"])
+        brain_for_oslo(brain)
+        ran = await client.call_tool("run", ask)
+    assert not ran.is_error, ran
+    result = json.loads(text_of(ran))
+    assert "Sunny at 59.91" in result["answer"]
+    async with httpx.AsyncClient(headers={"authorization": f"Bearer {KEY}"}) as http:
+        read = await http.get(f"{proxy.url}/v1/toolgraph/traces/{result['trace_id']}", timeout=30)
+    found = read.json()
+    assert [(c["tool"], c["outcome"]) for c in found["calls"]] == [
+        ("test_lookup_city", "ok"),
+        ("test_forecast", "ok"),
+    ]
