@@ -95,7 +95,7 @@ class Brain:
 
     def _pick(self, user: str) -> int:
         step = re.search(r"Step (\S+): (.*)", user)
-        listed = dict(re.findall(r"^(\d+)\. (\w+)", user, re.MULTILINE))
+        listed = dict(re.findall(r"^(\d+)\. ([\w-]+)", user, re.MULTILINE))
         wanted = next(
             (tool for phrase, tool in self.tools.items() if step and phrase in step.group(2)),
             None,

@@ -9,8 +9,10 @@ server that exits) or a call that finds the connection closed ends the session,
 starts the server again after a back-off that doubles up to :data:`MAX_BACKOFF`.
 
 Calls from any request's task share the session (the SDK matches answers to
-requests by id). Each has a timeout; a call cancelled by its request (a deadline,
-a client that left) is cancelled at the server too, by the SDK. The SDK's errors are
+requests by id); a call's progress notifications go to the request's reporter
+(:mod:`proxy.execute.progress`), when it set one. Each call has a timeout; a call
+cancelled by its request (a deadline, a client that left) is cancelled at the server
+too, by the SDK. The SDK's errors are
 translated to :mod:`proxy.errors` here and nowhere else.
 
 The connection speaks the initialize-handshake protocol (``mode="legacy"``), which
@@ -29,12 +31,14 @@ from contextlib import AsyncExitStack
 import anyio
 import httpx2
 from mcp import Client, MCPError, types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import CONNECTION_CLOSED
 from pydantic import JsonValue, ValidationError
 
 from proxy.config import McpServer
 from proxy.errors import EgressDenied, ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
+from proxy.execute.progress import progress_line, reporter
 from proxy.mcp.results import tool_output
 from proxy.mcp.transport import WatchedTransport
 
@@ -109,7 +113,9 @@ class McpConnection:
             raise ToolError(f"MCP server {self.name} is not connected", param=label)
         try:
             async with asyncio.timeout(self._call_timeout):
-                result = await client.call_tool(tool, dict(arguments))
+                result = await client.call_tool(
+                    tool, dict(arguments), progress_callback=_progress_to(label)
+                )
         except TimeoutError:
             raise ToolTimeout(f"{label} did not answer in time", param=label) from None
         except _SDK_ERRORS as exc:
@@ -225,6 +231,19 @@ class McpConnection:
         if isinstance(message, types.ToolListChangedNotification):
             self._relist = True
             self._wake.set()
+
+
+def _progress_to(label: str) -> ProgressFnT | None:
+    """The call's ``notifications/progress``, told to the request's reporter, if any
+    (a progress token is sent only then)."""
+    report = reporter()
+    if report is None:
+        return None
+
+    async def told(progress: float, total: float | None, message: str | None) -> None:
+        report(progress_line(label, progress, total, message))
+
+    return told
 
 
 def _egress_refusal(exc: BaseException) -> str | None:

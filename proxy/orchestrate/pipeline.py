@@ -26,6 +26,7 @@ from collections.abc import Callable
 from proxy import metrics
 from proxy.errors import InternalError, ToolgraphError
 from proxy.execute.plan import ToolPlan
+from proxy.execute.progress import reported_to
 from proxy.execute.scheduler import CallRecord
 from proxy.execute.scheduler import Outcome as CallOutcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
@@ -175,7 +176,7 @@ class Pipeline:
             elif record.outcome is not CallOutcome.OK:
                 say(f"{record.node.tool}: {record.outcome}")
 
-        with turn.stage("execute"):
+        with turn.stage("execute"), reported_to(say):  # tools' own progress, e.g. MCP's
             turn.executed = await self.executor.execute(
                 tool_plan,
                 catalog.tools,

@@ -20,8 +20,11 @@ from graph_store.models import Tool
 from proxy.config import McpServer
 from proxy.errors import ToolTimeout
 from proxy.execute.egress import EgressPolicy
+from proxy.execute.progress import reported_to
 from proxy.mcp.sources import McpSources
-from tests.conftest import free_port, unavailable
+from tests.conftest import StartProxy, free_port, unavailable
+from tests.mcp.conftest import Brain, wait_connected
+from tests.orchestrate.conftest import PROGRESS, sdk, stream_parts, user
 
 ENTRY = (
     Path(__file__).parent
@@ -161,3 +164,44 @@ async def test_an_http_server_outside_the_egress_policy_is_never_reached(
     refusals = [r.getMessage() for r in caplog.records if "egress policy" in r.getMessage()]
     assert refusals, [r.getMessage() for r in caplog.records]
     assert reason in refusals[0]
+
+
+async def test_a_calls_progress_goes_to_the_requests_reporter(store: InProcessStore) -> None:
+    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    heard: list[str] = []
+    async with connected(server, store) as mcp:
+        long = tool(store, "everything_trigger-long-running-operation")
+        with reported_to(heard.append):
+            await mcp.invoke(long, {"duration": 1, "steps": 2})
+        await mcp.invoke(long, {"duration": 1, "steps": 2})  # no reporter: nothing heard
+    label = "everything/trigger-long-running-operation"
+    assert heard == [f"{label}: 1/2", f"{label}: 2/2"]  # one notification a step, in order
+
+
+def test_progress_is_streamed_as_orchestrate_progress(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    everything = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    proxy = start_proxy(
+        mcp_servers=[everything.model_dump()],
+        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+        orchestrate={"gate": False},
+    )
+    wait_connected(proxy)
+    # Its parameters are all optional: no arguments are written, its defaults run (5 steps).
+    brain.one_step(
+        "Run the long operation", "long operation", "everything_trigger-long-running-operation", {}
+    )
+    with sdk(proxy).chat.completions.with_streaming_response.create(
+        model="fake-model",
+        messages=user("Run the long operation."),
+        stream=True,
+        extra_body=PROGRESS,
+    ) as response:
+        _, reasoning, _ = stream_parts(response.parse())
+    lines = reasoning.splitlines()
+    steps = [
+        line for line in lines if line.startswith("everything/trigger-long-running-operation:")
+    ]
+    assert steps == [f"everything/trigger-long-running-operation: {n}/5" for n in range(1, 6)]
+    assert lines.index(steps[-1]) < lines.index("answering…")
