@@ -76,11 +76,12 @@ def decide(
     from retriever.embedder import load_encoder
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
-    from retriever.gate.model import gate_encoder_config, load_gate
+    from retriever.gate.model import load_gate
 
-    encoder = load_encoder(gate_encoder_config(settings.retriever))
+    gate = load_gate()
+    encoder = load_encoder(gate.encoder_config(settings.retriever))
     documents = [gate_document(function_fields(tool, tool["name"])) for tool in tools]
-    catalog = CatalogGate(load_gate(), encoder, documents)
+    catalog = CatalogGate(gate, encoder, documents)
     decisions: list[bool] = []
     for start in range(0, len(rows), BATCH):
         batch = [row.query for row in rows[start : start + BATCH]]

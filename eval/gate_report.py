@@ -24,13 +24,14 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 import numpy.typing as npt
 
 from eval.gate import score
 from retriever.gate.data import SOURCES
+from retriever.gate.model import EncoderChoice
 from retriever.gate.train import (
     OVERLAPS,
     SHIPPED_RULE,
@@ -58,10 +59,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the gate without the query's vector (7 inputs)")  # fmt: skip
     parser.add_argument("--augmented-weight", type=float, default=Options.augmented_weight,
                         help="weight of the made 'no tool' rows (0: none)")  # fmt: skip
+    parser.add_argument("--encoder", choices=get_args(EncoderChoice), default="bundled",
+                        help="the encoder the gates read (retriever.gate.model)")  # fmt: skip
     parser.add_argument("--json", type=Path, default=RESULTS)
     parser.add_argument("--plot", type=Path, default=PLOT)
     args = parser.parse_args(argv)
-    data, encoder = load_design(args.data)
+    data, encoder = load_design(args.data, choice=args.encoder)
     options = Options(
         hidden=args.hidden,
         steps=args.steps,
@@ -148,11 +151,12 @@ def latency(repeats: int = 200) -> dict[str, float]:
     from retriever.embedder import load_encoder
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
-    from retriever.gate.model import gate_encoder_config, load_gate
+    from retriever.gate.model import load_gate
 
     tools: list[Tool] = builtin_tools()
-    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="cpu")))
-    gate = CatalogGate(load_gate(), encoder, [gate_document(tool_fields(t)) for t in tools])
+    shipped = load_gate()
+    encoder = load_encoder(shipped.encoder_config(RetrieverConfig(device="cpu")))
+    gate = CatalogGate(shipped, encoder, [gate_document(tool_fields(t)) for t in tools])
     queries = [f"what is the integral of x^{i} from 0 to {i}?" for i in range(repeats)]
     whole, model = [], []
     for query in queries:

@@ -282,14 +282,15 @@ class CatalogService:
         from retriever.embedder import load_encoder
         from retriever.gate.catalog import CatalogGate
         from retriever.gate.features import gate_document
-        from retriever.gate.model import gate_encoder_config, load_gate
+        from retriever.gate.model import load_gate
 
-        # The gate reads the bundled MiniLM's vectors whatever encoder the index uses
+        # The gate reads the encoder it was fitted on whatever encoder the index uses
         # (the same loaded copy when it is the index's too).
-        encoder = load_encoder(gate_encoder_config(self._settings.retriever))
+        gate = load_gate()
+        encoder = load_encoder(gate.encoder_config(self._settings.retriever))
         documents = [gate_document(tool_fields(tool)) for tool in tools]
         self._gate_vectors_from_disk(encoder, documents)
-        return CatalogGate(load_gate(), encoder, documents, self._gate_vectors)
+        return CatalogGate(gate, encoder, documents, self._gate_vectors)
 
     def _gate_vectors_from_disk(self, encoder: Encoder, documents: list[str]) -> None:
         """The gate's vectors of tools this process has not seen, from the embeddings

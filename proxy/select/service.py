@@ -157,11 +157,11 @@ class SelectService:
     def _load_gate(self) -> tuple[Gate, BatchingEmbedder]:
         from retriever.batching import BatchingEmbedder
         from retriever.embedder import load_encoder
-        from retriever.gate.model import gate_encoder_config, load_gate
+        from retriever.gate.model import load_gate
 
         gate = load_gate(opt_in=True)
-        encoder = load_encoder(gate_encoder_config(self._config))
-        if encoder is self._embedder.encoder:  # the bundled MiniLM serves both
+        encoder = load_encoder(gate.encoder_config(self._config))
+        if encoder is self._embedder.encoder:  # the same encoder serves both
             embedder: BatchingEmbedder = self._embedder
             return gate, embedder
         config = self._config

@@ -13,8 +13,9 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import get_args
 
-from retriever.gate.model import WEIGHTS
+from retriever.gate.model import WEIGHTS, EncoderChoice
 from retriever.gate.train import (
     RULES,
     SHIPPED_RULE,
@@ -33,18 +34,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=WEIGHTS, help="where weights.json goes")
     parser.add_argument("--cache", type=Path, default=CACHE, help="text vectors (gitignored)")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--encoder", choices=get_args(EncoderChoice), default="bundled",
+                        help="bundled: MiniLM as it is (the shipped file); default: the "
+                        "retriever's default encoder, adapter included")  # fmt: skip
     parser.add_argument("--scalars-only", action="store_true",
                         help="without the query's vector (measured, not shipped)")  # fmt: skip
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    data, encoder = load_design(args.data, args.cache, args.seed)
+    data, encoder = load_design(args.data, args.cache, args.seed, args.encoder)
     options = Options(seed=args.seed, query_vector=not args.scalars_only)
     predicted = out_of_source(data, options, encoder, progress)
     progress("fitting on every source")
     gate = fit(data, options, encoder, sorted(set(data.sources.tolist())))
     thresholds = {name: rule(predicted, data.real()) for name, rule in RULES.items()}
     progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE})")
-    chosen = {"threshold": thresholds[SHIPPED_RULE], "opt_in_threshold": thresholds["accuracy"]}
+    chosen = {
+        "threshold": thresholds[SHIPPED_RULE],
+        "opt_in_threshold": thresholds["accuracy"],
+        "encoder_choice": args.encoder,
+    }
     spec = gate.spec.model_copy(update=chosen)
     args.out.write_text(spec.model_dump_json(indent=None) + "\n", encoding="utf-8")
     took = time.perf_counter() - started

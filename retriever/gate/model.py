@@ -4,8 +4,10 @@ A small network (``weights.json``, shipped in the package and read offline) maps
 request's :mod:`~retriever.gate.features` to the probability that a tool is needed;
 at or above ``threshold`` the request goes to the tools. An empty catalog needs no
 model: no tool can serve, score 0. The weights were fitted on the query vectors of
-one encoder (the bundled all-MiniLM-L6-v2, named in the file) and mean nothing with
-another; :func:`gate_encoder_config` names that encoder whatever the retriever uses.
+one encoder (named in the file) and mean nothing with another: ``encoder_choice`` says
+which, the bundled all-MiniLM-L6-v2 as it is (``bundled``) or the retriever's default
+encoder with its learned adapter (``default``), and :func:`gate_encoder_config` names
+that encoder whatever the retriever is configured with.
 
 Retrain with ``python -m retriever.gate`` (see retriever/README.md).
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -29,6 +32,9 @@ from retriever.gate.features import SCALARS, CatalogView, scalar_features
 WEIGHTS = Path(__file__).with_name("weights.json")
 
 Array = npt.NDArray[np.float64]
+#: Which encoder a gate reads: the bundled MiniLM without adapter, or the retriever's
+#: default encoder (its settings' defaults, adapter included), whatever is configured.
+EncoderChoice = Literal["bundled", "default"]
 
 
 class Layer(BaseModel):
@@ -44,6 +50,7 @@ class GateFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     encoder: str
+    encoder_choice: EncoderChoice = "bundled"
     scalars: list[str]
     mean: list[float]
     scale: list[float]
@@ -83,6 +90,10 @@ class Gate:
     def encoder(self) -> str:
         return self.spec.encoder
 
+    def encoder_config(self, config: RetrieverConfig) -> RetrieverConfig:
+        """The encoder this gate reads (:func:`gate_encoder_config`), on ``config``'s device."""
+        return gate_encoder_config(config, self.spec.encoder_choice)
+
     def probability(self, scalars: Array, query_vectors: Array) -> Array:
         """Batched: one row of :data:`SCALARS` and one query vector per request."""
         hidden = np.hstack([(scalars - self._mean) / self._scale, query_vectors])
@@ -112,9 +123,16 @@ def load_gate(path: Path = WEIGHTS, *, opt_in: bool = False) -> Gate:
     return Gate(spec, spec.opt_in_threshold if opt_in else None)
 
 
-def gate_encoder_config(config: RetrieverConfig) -> RetrieverConfig:
-    """The encoder the gate was fitted with (the bundled MiniLM, without the retrieval
-    adapter), on ``config``'s device."""
+def gate_encoder_config(
+    config: RetrieverConfig, choice: EncoderChoice = "bundled"
+) -> RetrieverConfig:
+    """The encoder a gate of ``choice`` was fitted with, on ``config``'s device: the
+    bundled MiniLM without the retrieval adapter, or the retriever's default encoder
+    (not ``config``'s model: a gate fitted on the default serves any configuration)."""
+    if choice == "default":
+        return RetrieverConfig(
+            device=config.device, cpu_threads=config.cpu_threads, runtime=config.runtime
+        )
     return RetrieverConfig(
         model_path=bundled_model_path(),
         model_kind="flag",

@@ -27,7 +27,7 @@ from retriever.embedder import Vectors, load_encoder
 from retriever.gate.augment import augmented
 from retriever.gate.data import SOURCES, GateRow, load_rows
 from retriever.gate.features import SCALARS, CatalogView, scalar_features
-from retriever.gate.model import Gate, GateFile, Layer, gate_encoder_config
+from retriever.gate.model import EncoderChoice, Gate, GateFile, Layer, gate_encoder_config
 from retriever.gate.vectors import CACHE, cached_vectors
 
 Array = npt.NDArray[np.float64]
@@ -300,13 +300,18 @@ def _gradients(
     return grads
 
 
-def load_design(root: Path, cache: Path = CACHE, seed: int = 13) -> tuple[Design, str]:
-    """The rows of ``root/gate`` as features, embedding what ``cache`` lacks."""
+def load_design(
+    root: Path, cache: Path = CACHE, seed: int = 13, choice: EncoderChoice = "bundled"
+) -> tuple[Design, str]:
+    """The rows of ``root/gate`` as features read by the ``choice`` encoder
+    (:func:`~retriever.gate.model.gate_encoder_config`), embedding what ``cache`` lacks."""
     progress(f"reading {root / 'gate'}")
     rows = load_rows(root, seed=seed)
     rows += augmented(rows, seed)
-    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto")))
+    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto"), choice))
     texts = [row.query for row in rows] + [text for row in rows for text in row.catalog]
+    if choice != "bundled":  # one cache per encoder: switching back does not re-embed
+        cache = cache.with_name(f"{cache.stem}-{choice}{cache.suffix}")
     vectors = cached_vectors(encoder, texts, cache)
     return design(rows, vectors), encoder.name
 

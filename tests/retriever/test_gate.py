@@ -11,7 +11,7 @@ import pytest
 from proxy.tools.catalog import builtin_tools
 from retriever.config import RetrieverConfig
 from retriever.documents import tool_fields
-from retriever.embedder import Encoder, load_encoder
+from retriever.embedder import Encoder, bundled_model_path, load_encoder
 from retriever.errors import ModelNotFound
 from retriever.gate.catalog import CatalogGate
 from retriever.gate.features import SCALARS, gate_document
@@ -93,6 +93,21 @@ def test_requests_a_built_in_tool_serves(builtin: CatalogGate, text: str) -> Non
 def test_an_empty_catalog_serves_nothing(encoder: Encoder) -> None:
     decision = CatalogGate(load_gate(), encoder, []).decide("Integrate x^2 from 0 to 3")
     assert (decision.needs_tool, decision.score) == (False, 0.0)
+
+
+def test_a_gate_reads_the_encoder_its_file_names(tmp_path: Path) -> None:
+    """``bundled``: MiniLM without adapter; ``default``: the retriever's default encoder,
+    adapter included, whatever model the configuration names (what a retrained gate reads
+    once the default encoder changes)."""
+    configured = RetrieverConfig(device="cpu", model_path=tmp_path, adapter=False, cpu_threads=3)
+    bundled = gate_encoder_config(configured, "bundled")
+    assert (bundled.model_path, bundled.adapter) == (bundled_model_path(), False)
+    default = load_gate().spec.model_copy(update={"encoder_choice": "default"})
+    from retriever.gate.model import Gate
+
+    read = Gate(default).encoder_config(configured)
+    assert (read.model_path, read.adapter, read.cpu_threads) == (None, True, 3)
+    assert load_gate().encoder_config(configured) == bundled
 
 
 def test_training_is_seeded() -> None:
