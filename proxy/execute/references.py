@@ -5,15 +5,17 @@ to name an earlier result instead of copying it: ``{"expression": "s2 + s1"}``,
 ``{"scalar": "s1"}``, ``"sqrt(s1.value)"`` (issue 19's traces: a 1.5B model did so in
 every run, told not to or not). LLMCompiler's planner writes ``$1`` on purpose and its
 executor substitutes; here the writer is asked for values, and what it names anyway is
-substituted the same way, for the results that are one number. A result that is not a
-number (a list, a record of several fields) is never guessed at: its name stays, and the
-tool's own error says what is wrong.
+substituted the same way, for the results that are one number and for the number
+fields of a record (``"s3.max_abs"``). Anything else (a list, a record named without a
+field that says which number) is never guessed at: its name stays, and the tool's own
+error says what is wrong.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import TypeGuard
 
 from pydantic import JsonValue
 
@@ -32,42 +34,48 @@ def scalar_of(output: JsonValue) -> float | None:
 
 
 def scalars(outputs: Mapping[str, JsonValue]) -> dict[str, float]:
-    """The results among ``outputs`` (by step id) that are one number."""
-    found = {step: scalar_of(output) for step, output in outputs.items()}
-    return {step: value for step, value in found.items() if value is not None}
+    """The names an argument may use for the numbers among ``outputs`` (by step id):
+    ``s1`` for a result that is one number (:func:`scalar_of`), ``s1.<field>`` for each
+    number field of a record (``s3.max_abs``), ``s1.value``/``s1.result`` for a bare one."""
+    names: dict[str, float] = {}
+    for step, output in outputs.items():
+        scalar = scalar_of(output)
+        if scalar is not None:
+            names[step] = scalar
+            names.update({f"{step}.{field}": scalar for field in VALUE_FIELDS})
+        if isinstance(output, dict):
+            fields = {key: value for key, value in output.items() if _is_number(value)}
+            names.update({f"{step}.{key}": float(value) for key, value in fields.items()})
+    return names
 
 
 def resolve(
     arguments: Mapping[str, JsonValue], values: Mapping[str, float]
 ) -> dict[str, JsonValue]:
-    """``arguments`` with every step id of ``values`` replaced by its number: a string
-    that is only the name (``"s1"``, ``"s1.value"``) becomes the number itself, a name
-    inside a longer string (an expression) its decimal text."""
+    """``arguments`` with every name in ``values`` (:func:`scalars`) replaced by its
+    number: a string that is only the name (``"s1"``, ``"s1.value"``) becomes the number
+    itself, a name inside a longer string (an expression) its decimal text."""
     if not values:
         return dict(arguments)
-    pattern = _pattern(values)
-    return {key: _resolve(value, values, pattern) for key, value in arguments.items()}
+    return {key: _resolve(value, values) for key, value in arguments.items()}
 
 
-def _resolve(item: JsonValue, values: Mapping[str, float], pattern: re.Pattern[str]) -> JsonValue:
+def _resolve(item: JsonValue, values: Mapping[str, float]) -> JsonValue:
     if isinstance(item, dict):
-        return {key: _resolve(value, values, pattern) for key, value in item.items()}
+        return {key: _resolve(value, values) for key, value in item.items()}
     if isinstance(item, list):
-        return [_resolve(value, values, pattern) for value in item]
+        return [_resolve(value, values) for value in item]
     if not isinstance(item, str):
         return item
-    whole = pattern.fullmatch(item.strip())
-    if whole:
-        return values[whole.group("step")]
-    return pattern.sub(lambda match: repr(values[match.group("step")]), item)
+    if item.strip() in values:
+        return values[item.strip()]
+    return _NAME.sub(lambda match: repr(values[match[0]]) if match[0] in values else match[0], item)
 
 
-def _pattern(values: Mapping[str, float]) -> re.Pattern[str]:
-    steps = "|".join(re.escape(step) for step in sorted(values, key=len, reverse=True))
-    fields = "|".join(VALUE_FIELDS)
-    # not inside a longer name (xs1, s1_b) or a number (1.s1); an optional .value/.result
-    return re.compile(rf"(?<![\w.])(?P<step>{steps})(?:\.(?:{fields}))?(?![\w(.])")
+#: A name, or a name and one field (``s1``, ``s1.value``), not inside a longer name, a
+#: number or a call; names that are not in the table are put back as they were.
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?(?![\w(.])")
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)

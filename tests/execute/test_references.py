@@ -26,9 +26,23 @@ def test_a_result_is_one_number_or_none(output: JsonValue, value: float | None) 
     assert scalar_of(output) == value
 
 
-def test_only_the_one_number_results_are_kept() -> None:
-    outputs: dict[str, JsonValue] = {"s1": {"value": 24.0}, "s2": {"result": [1.0, 2.0]}}
-    assert scalars(outputs) == {"s1": 24.0}
+def test_the_names_of_numbers_among_the_results() -> None:
+    outputs: dict[str, JsonValue] = {
+        "s1": {"value": 24.0, "method": "symbolic"},
+        "s2": {"result": [1.0, 2.0]},
+        "s3": {"steps": 40, "max_abs": 0.5, "converged": True},
+        "s4": 7,
+    }
+    assert scalars(outputs) == {
+        "s1": 24.0,
+        "s1.value": 24.0,
+        "s1.result": 24.0,
+        "s3.steps": 40.0,
+        "s3.max_abs": 0.5,
+        "s4": 7.0,
+        "s4.value": 7.0,
+        "s4.result": 7.0,
+    }
 
 
 @pytest.mark.parametrize(
@@ -40,6 +54,7 @@ def test_only_the_one_number_results_are_kept() -> None:
         ({"scalar": " s2.result "}, {"scalar": 4.0}),
         ({"variables": {"a": "s1", "b": 2}}, {"variables": {"a": 24.0, "b": 2}}),
         ({"a": ["s1", "s2"]}, {"a": [24.0, 4.0]}),
+        ({"expression": "2 * s3.max_abs"}, {"expression": "2 * 0.5"}),
         # not a step's name: inside longer names, a call, an unknown field, another step
         ({"expression": "xs1 + s1_b + s1(2) + s1.size + s3"}, None),
         ({"note": "s10 is not s1"}, {"note": "s10 is not 24.0"}),
@@ -48,7 +63,7 @@ def test_only_the_one_number_results_are_kept() -> None:
 def test_names_of_steps_become_their_numbers(
     arguments: dict[str, JsonValue], resolved: dict[str, JsonValue] | None
 ) -> None:
-    values = {"s1": 24.0, "s2": 4.0}
+    values = scalars({"s1": {"value": 24.0}, "s2": {"result": 4.0}, "s3": {"max_abs": 0.5}})
     assert resolve(arguments, values) == (arguments if resolved is None else resolved)
 
 
