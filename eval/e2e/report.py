@@ -90,9 +90,21 @@ def plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
         sizes = [size for size, _ in points]
         label = ARM_LABELS[arm]
         accuracy.plot(sizes, [line["accuracy"] for _, line in points], marker="o", label=label)
-        tokens.plot(
-            sizes, [line["prompt_tokens_per_task"] for _, line in points], marker="o", label=label
+        # a size where every request overflowed the context has no tokens to draw: it is
+        # left out of the line and marked where the line would go off the top
+        read = [(size, line) for size, line in points if line["prompt_tokens_per_task"] > 0]
+        drawn = tokens.plot(
+            [size for size, _ in read],
+            [line["prompt_tokens_per_task"] for _, line in read],
+            marker="o",
+            label=label,
         )
+        for size, line in points:
+            if line["prompt_tokens_per_task"] == 0 and line["context_overflows"]:
+                tokens.annotate(
+                    "context\noverflow", (size, 1.0), xycoords=("data", "axes fraction"),
+                    ha="center", va="top", fontsize=8, color=drawn[0].get_color(),
+                )  # fmt: skip
     for line in lines:
         if line["arm"] == "no_tools":
             accuracy.axhline(
