@@ -411,7 +411,7 @@ class DatabasePack(_Section):
         min_length=1,
         description="SQLAlchemy URL: `sqlite:///path/to/file.db` (opened with `mode=ro`) or "
         "`postgresql+psycopg://user:password@host/db` (read-only transactions); use a role "
-        "that may only read.",
+        "that may only read. `demo` for the music-store database shipped in the package.",
     )
     description: str = Field(
         default="", description="What the database holds, in a sentence, for tool retrieval."
@@ -429,6 +429,8 @@ class DatabasePack(_Section):
     @field_validator("url")
     @classmethod
     def _check_backend(cls, value: str) -> str:
+        if value == "demo":
+            return value
         if not value.startswith(("sqlite:", "sqlite+pysqlite:", "postgresql")):
             raise ValueError("must be a sqlite:/// or postgresql:// SQLAlchemy URL")
         if value.startswith("sqlite") and value.split("///", 1)[-1] in ("", ":memory:"):

@@ -37,6 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from proxy.config import DatabasePack
 from proxy.errors import ToolInputRejected, ToolTimeout
+from proxy.tools.database.demo import DEMO_URL, demo_url
 from proxy.tools.database.schema import Schema, reflect_schema
 
 T = TypeVar("T")
@@ -155,8 +156,9 @@ def _warn_if_superuser(connection: Connection, name: str) -> None:
 
 
 def open_engine(settings: DatabasePack) -> Engine:
-    """An engine that connects read-only; nothing is connected until the first call."""
-    url = sa.make_url(settings.url)
+    """An engine that connects read-only; nothing is connected until the first call.
+    ``demo`` is the music store shipped in the package (:mod:`proxy.tools.database.demo`)."""
+    url = sa.make_url(demo_url() if settings.url == DEMO_URL else settings.url)
     if url.get_backend_name() == "sqlite":
         return _sqlite_engine(url)
     if url.drivername == "postgresql":
