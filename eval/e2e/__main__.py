@@ -2,6 +2,7 @@
 
     python -m eval.e2e [--upstream URL --model NAME] [--sizes 10,100,1000]
                        [--arms orchestrate,all_tools,no_tools] [--tasks ID,…] [--label L]
+                       [--suite default|packs]
 
 Without ``--upstream`` it starts Qwen2.5-Coder-1.5B-Instruct under
 :mod:`eval.llm.server` (set up by ``eval/llm/setup.sh``) with ``--n-ctx`` tokens of
@@ -10,6 +11,11 @@ context. Every arm answers every task through a toolgraph proxy in this process
 scores each answer (:func:`eval.e2e.tasks.is_correct`). Rows, the summary and the
 load average before and after go to ``eval/results/e2e_<label>.json``, the table
 and plot (``eval/results/e2e_<label>.png``) are printed and drawn from them.
+
+``--suite default`` (the default) runs the 28 math, physics and BFCL tasks over
+catalogs of 10, 100 and 1,000 tools; ``--suite packs`` the questions over the demo
+database and graph (:mod:`eval.e2e.packs`) over catalogs of 20, 100 and 1,000 tools,
+the proxy configured with both demo packs (BFCL's tasks and tools are left out).
 """
 
 from __future__ import annotations
@@ -30,8 +36,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from eval.e2e.arms import ARMS, Arm
 from eval.e2e.bfcl import bfcl_tasks
+from eval.e2e.packs import PACK_TASKS
+from eval.e2e.packs import SIZES as PACK_SIZES
 from eval.e2e.report import markdown, plot, summarise
 from eval.e2e.run import (
+    SUITES,
     Row,
     RunConfig,
     load_average,
@@ -48,13 +57,21 @@ RESULTS = ROOT / "eval" / "results"
 CORPUS = ROOT.parent / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
 BFCL = ROOT.parent / "shared" / "data" / "train" / "bfcl"
 LOG = ROOT / ".bench" / "e2e.log"
+DEFAULT_SIZES = (10, 100, 1000)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--upstream", help="an OpenAI-compatible base URL (ends in /v1)")
     parser.add_argument("--model", default=MODEL_NAME, help="the model name to ask for")
-    parser.add_argument("--sizes", type=sizes_list, default=(10, 100, 1000))
+    parser.add_argument(
+        "--sizes", type=sizes_list, default=None,
+        help="catalog sizes (default: 10,100,1000; the packs suite 20,100,1000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--suite", choices=SUITES, default="default",
+        help="default: math, physics and BFCL tasks; packs: the demo database and graph",
+    )  # fmt: skip
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--tasks", help="task ids, comma-separated (default: all)")
     parser.add_argument("--label", default="run", help="names the results files")
@@ -78,8 +95,10 @@ def config_from(args: argparse.Namespace, upstream: str) -> RunConfig:
     unknown = set(arms) - set(ARMS)
     if unknown:
         raise SystemExit(f"unknown arms: {', '.join(sorted(unknown))} (known: {', '.join(ARMS)})")
-    bfcl = None if str(args.bfcl) == "none" else args.bfcl
-    known = TASKS + (bfcl_tasks(bfcl) if bfcl is not None else ())
+    packs = args.suite == "packs"
+    bfcl = None if str(args.bfcl) == "none" or packs else args.bfcl
+    known = PACK_TASKS if packs else TASKS + (bfcl_tasks(bfcl) if bfcl is not None else ())
+    sizes = args.sizes or (PACK_SIZES if packs else DEFAULT_SIZES)
     tasks = known
     if args.tasks:
         wanted = args.tasks.split(",")
@@ -88,8 +107,8 @@ def config_from(args: argparse.Namespace, upstream: str) -> RunConfig:
         if missing:
             raise SystemExit(f"unknown tasks: {', '.join(sorted(missing))}")
     return RunConfig(
-        upstream, args.model, tuple(args.sizes), cast(tuple[Arm, ...], arms), tasks,
-        args.corpus, args.timeout, dict(args.planner), bfcl,
+        upstream, args.model, tuple(sizes), cast(tuple[Arm, ...], arms), tasks,
+        args.corpus, args.timeout, dict(args.planner), bfcl, args.suite,
     )  # fmt: skip
 
 

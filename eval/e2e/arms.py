@@ -3,7 +3,8 @@
 * ``orchestrate``: toolgraph plans over its catalog, runs the tools, and the model
   answers from their results (one request, ``toolgraph.mode = "orchestrate"``);
 * ``all_tools``: passthrough with every catalog tool in ``tools``; this client runs
-  the calls the model makes, with the sandbox orchestrate mode runs built-ins in,
+  the calls the model makes, with the sandbox orchestrate mode runs built-ins in
+  and the same in-process pack tools (one request's entity variables per task),
   and sends the results back, for at most :data:`MAX_ROUNDS` rounds;
 * ``no_tools``: passthrough, the bare question.
 
@@ -26,10 +27,11 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 from pydantic import JsonValue
 
-from eval.e2e.tasks import SYSTEM, Task
+from eval.e2e.tasks import Task, system_for
 from graph_store.models import Tool
 from proxy.errors import ToolError
 from proxy.tools.builtin import BUILTIN_SCHEME, PythonTools
+from proxy.tools.variables import Variables, bound_variables
 
 Arm = Literal["orchestrate", "all_tools", "no_tools"]
 ARMS: tuple[Arm, ...] = ("orchestrate", "all_tools", "no_tools")
@@ -59,7 +61,10 @@ class Outcome:
 
 
 def messages_for(task: Task) -> list[ChatCompletionMessageParam]:
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.question}]
+    return [
+        {"role": "system", "content": system_for(task)},
+        {"role": "user", "content": task.question},
+    ]
 
 
 class ArmClient:
@@ -125,6 +130,10 @@ class ArmClient:
             outcome.tool_calls = [str(call.get("tool")) for call in calls if isinstance(call, dict)]
 
     async def _all_tools(self, task: Task, outcome: Outcome) -> None:
+        with bound_variables(Variables()):  # the graph's entity sets, for this task only
+            await self._tool_rounds(task, outcome)
+
+    async def _tool_rounds(self, task: Task, outcome: Outcome) -> None:
         messages: list[Any] = list(messages_for(task))
         for _ in range(MAX_ROUNDS + 1):
             completion = await self.client.chat.completions.create(

@@ -14,7 +14,9 @@ ARM_LABELS = {
     "all_tools": "(b) all tools",
     "no_tools": "(c) no tools",
 }
-KINDS = ("single", "multi", "none", "bfcl")
+KINDS = ("single", "multi", "none", "bfcl", "database", "graph")
+KIND_LABELS = {"none": "no-tool", "bfcl": "BFCL", "graph": "graph"}
+DEFAULT_KINDS = KINDS[:4]  # the default suite's columns, whatever its rows hold
 
 
 def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -53,18 +55,28 @@ def _line(arm: str, size: int, rows: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def markdown(lines: Sequence[Mapping[str, Any]]) -> str:
+    kinds = _kinds(lines)
     head = (
-        "| arm | catalog | correct | single / multi / no-tool / BFCL | median s | prompt tok/task "
+        f"| arm | catalog | correct | {' / '.join(KIND_LABELS.get(k, k) for k in kinds)} "
+        "| median s | prompt tok/task "
         "| completion tok/task | tokens per correct | tool calls/task | errors |\n"
         "|---|---:|---:|---|---:|---:|---:|---:|---:|---|\n"
     )
-    return head + "".join(_markdown_line(line) + "\n" for line in lines)
+    return head + "".join(_markdown_line(line, kinds) + "\n" for line in lines)
 
 
-def _markdown_line(line: Mapping[str, Any]) -> str:
-    kinds = " / ".join(
+def _kinds(lines: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The default suite's four kinds, or the pack suite's two when only they ran."""
+    present = {kind for line in lines for kind in line["by_kind"]}
+    if present and present <= {"database", "graph"}:
+        return ("database", "graph")
+    return DEFAULT_KINDS + tuple(k for k in KINDS[4:] if k in present)
+
+
+def _markdown_line(line: Mapping[str, Any], kinds: Sequence[str]) -> str:
+    cells = " / ".join(
         f"{line['by_kind'][kind][0]}/{line['by_kind'][kind][1]}" if kind in line["by_kind"] else "-"
-        for kind in KINDS
+        for kind in kinds
     )
     errors = str(line["errors"])
     if line["context_overflows"]:
@@ -72,7 +84,7 @@ def _markdown_line(line: Mapping[str, Any]) -> str:
     per_correct = line["tokens_per_correct"]
     return (
         f"| {ARM_LABELS.get(line['arm'], line['arm'])} | {line['catalog'] or '-'} "
-        f"| {line['correct']}/{line['tasks']} | {kinds} | {line['median_seconds']} "
+        f"| {line['correct']}/{line['tasks']} | {cells} | {line['median_seconds']} "
         f"| {line['prompt_tokens_per_task']:,} | {line['completion_tokens_per_task']:,} "
         f"| {f'{per_correct:,}' if per_correct is not None else '-'} "
         f"| {line['tool_calls_per_task']} | {errors} |"

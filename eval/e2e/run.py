@@ -4,6 +4,8 @@ The proxy runs in a thread of this process with its stores in a temporary folder
 seeded with the catalog before it starts (so orchestrate mode plans over exactly
 those tools) and preloaded (so the first request does not pay for the index).
 The no-tools arm does not depend on the catalog: it runs once, at the first size.
+The pack suite's proxy has the two demo packs in its settings (:mod:`eval.e2e.packs`),
+and its all-tools client runs their in-process tools, as the proxy's executor does.
 Rows are written to the results file as they come, so a run cut short keeps them.
 """
 
@@ -19,12 +21,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from eval._serve import serve_in_thread
 from eval.e2e.arms import Arm, ArmClient, Outcome
 from eval.e2e.bfcl import bfcl_tools, serve_tools
 from eval.e2e.catalog import catalog, seed_store
+from eval.e2e.packs import PACKS, pack_functions, pack_tools
 from eval.e2e.tasks import Task, is_correct
 from graph_store.models import Tool
 from proxy.app import create_app
@@ -46,9 +49,12 @@ class RunConfig:
     timeout: float
     planner: dict[str, Any] = field(default_factory=dict)  # planner settings to override
     bfcl: Path | None = None  # BFCL's data folder: its task tools join every catalog
+    suite: Suite = "default"  # packs: the demo packs' tasks, tools and settings
 
 
 Row = dict[str, Any]
+Suite = Literal["default", "packs"]
+SUITES: tuple[Suite, ...] = ("default", "packs")
 
 
 def load_average() -> list[float]:
@@ -68,6 +74,7 @@ def proxy_for(config: RunConfig, tools: list[Tool], key: str) -> Iterator[str]:
             timeouts={"request": config.timeout * PROXY_SHARE, "upstream_read": config.timeout},
             orchestrate={"preload": True},
             planner=config.planner,
+            packs=PACKS if config.suite == "packs" else {},
             # A call's window covers writing its arguments, an LLM call: 30 s (the
             # default) timed out a 1.5B model's argument writer on a busy machine.
             # BFCL's task tools answer on loopback (eval.e2e.bfcl.serve_tools).
@@ -102,15 +109,17 @@ async def run_size(
     emit: Callable[[Row], None],
 ) -> None:
     sandbox = Sandbox(timeout=30)
-    client = ArmClient(
-        proxy_url, key, config.model, config.timeout, tools, python_tools(sandbox),
-    )  # fmt: skip
     try:
-        for arm, task in pairs(config, size):
-            outcome, seconds = await client.run(arm, task)
-            emit(row_of(arm, size, task, outcome, seconds))
+        async with contextlib.AsyncExitStack() as stack:
+            runner = python_tools(sandbox)
+            if config.suite == "packs":
+                runner = await stack.enter_async_context(pack_functions(runner))
+            client = ArmClient(proxy_url, key, config.model, config.timeout, tools, runner)
+            stack.push_async_callback(client.aclose)
+            for arm, task in pairs(config, size):
+                outcome, seconds = await client.run(arm, task)
+                emit(row_of(arm, size, task, outcome, seconds))
     finally:
-        await client.aclose()
         await sandbox.aclose()
 
 
@@ -167,7 +176,7 @@ def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
 def run_all(config: RunConfig, emit: Callable[[Row], None]) -> None:
     key = "sk-e2e-" + secrets.token_hex(8)
     with contextlib.ExitStack() as stack:
-        extra: list[Tool] = []
+        extra: list[Tool] = pack_tools() if config.suite == "packs" else []
         if config.bfcl is not None:
             extra = bfcl_tools(config.bfcl, stack.enter_context(serve_tools()))
         for size in config.sizes:

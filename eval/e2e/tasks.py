@@ -1,6 +1,7 @@
 """The end-to-end tasks and their checker: questions with answers a program can judge.
 
-Three kinds, all answerable offline with the built-in math and physics pack:
+Three kinds, all answerable offline with the built-in math and physics pack (the
+pack suite's ``database`` and ``graph`` tasks are in :mod:`eval.e2e.packs`):
 
 * ``single`` (8): one call of one built-in tool gives the answer, and the numbers
   are ones a 1.5B model does not get right by mental arithmetic (an integral of
@@ -22,11 +23,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-Kind = Literal["single", "multi", "none", "bfcl"]  # bfcl: one call (eval.e2e.bfcl)
+#: bfcl: one call (eval.e2e.bfcl); database, graph: the pack suite (eval.e2e.packs)
+Kind = Literal["single", "multi", "none", "bfcl", "database", "graph"]
 SYSTEM = (
     "You are a teaching assistant for a university math and physics course. "
     "When a question asks for a number, state the final numeric value."
 )
+PACK_SYSTEM = (
+    "You are a data assistant for a music shop. You answer questions about the shop's "
+    "database (artists, albums, genres, tracks, customers, invoices) and about a "
+    "geography knowledge graph from what their tools return. State the number or the "
+    "name the question asks for."
+)
+PACK_KINDS: tuple[Kind, ...] = ("database", "graph")
+
 REL_TOL = 0.01  # an answer rounded to three significant digits still counts
 
 
@@ -40,7 +50,12 @@ class Task:
     question: str
     expected: tuple[float, ...] = ()
     words: str = ""
-    tools: tuple[str, ...] = ()  # the built-in tools a right plan uses
+    tools: tuple[str, ...] = ()  # the tools a right plan uses
+
+
+def system_for(task: Task) -> str:
+    """The system prompt a task is asked under: the course's, or the pack suite's."""
+    return PACK_SYSTEM if task.kind in PACK_KINDS else SYSTEM
 
 
 TASKS: tuple[Task, ...] = (
