@@ -7,6 +7,10 @@ distractors of a smaller catalog are those of every larger one. APIs whose name 
 description speaks of calculation, math or physics are left out: those would be
 other tools for the same job that cannot run offline, and a pick of one would say
 nothing about either arm. Nameless or undescribed APIs are left out too.
+
+The pack suite (:mod:`eval.e2e.packs`) passes the demo packs' 15 tools as ``extra``
+in place of BFCL's: its catalog of N is the built-ins, those 15 and N - 20
+distractors of the same pool, so N is still the number of tools offered.
 """
 
 from __future__ import annotations
