@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -66,6 +67,10 @@ _SQLITE_ALLOWED = frozenset(
 )
 _PROGRESS_STEPS = 10_000  # SQLite virtual-machine steps between two looks at the clock
 _MESSAGE_CHARS = 600
+#: An error that names a table or column the database does not have (SQLite, PostgreSQL).
+_UNKNOWN_NAME = re.compile(
+    r"no such (column|table)|(column|relation) \S+ does not exist|has no column named"
+)
 
 
 @dataclass
@@ -138,6 +143,9 @@ class ReadOnlyDatabase:
             )
         if "statement timeout" in message:
             return ToolTimeout(f"{self.name}: {message} ({limit} s)", param=self.name)
+        if _UNKNOWN_NAME.search(message) and self._schema is not None:
+            # The paper's specific error feedback: the retry sees what the names are.
+            message += f". The tables and their columns: {self._schema.outline()}"
         return ToolInputRejected(f"{self.name}: {message}", param=self.name)
 
     def dispose(self) -> None:

@@ -17,6 +17,9 @@ from sqlalchemy.engine import Connection
 from proxy.errors import ToolInputRejected
 
 _LISTED = 40  # names shown in a "no such table/column" error
+#: The schema shown with an error that names an unknown table or column: enough for a
+#: music store's or a shop's dozen tables, a fraction of a prompt for a large database.
+_OUTLINE_CHARS = 1500
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +72,14 @@ class Table:
             f"no column {name!r} in table {self.name}; its columns: {names}", param="column"
         )
 
+    def outline(self) -> str:
+        targets = {key.columns[0]: key.table for key in self.foreign_keys if len(key.columns) == 1}
+        columns = (
+            f"{column.name} -> {targets[column.name]}" if column.name in targets else column.name
+            for column in self.columns
+        )
+        return f"{self.name}({', '.join(columns)})"
+
     def selectable(self) -> sa.TableClause:
         return sa.table(self.name, *(sa.column(c.name) for c in self.columns))
 
@@ -100,6 +111,12 @@ class Schema:
 
     def has(self, name: str) -> bool:
         return any(table.name.lower() == name.lower() for table in self.tables)
+
+    def outline(self, limit: int = _OUTLINE_CHARS) -> str:
+        """The tables with their columns on one line, ``invoices(invoice_id, customer_id ->
+        customers, total); …``, cut at ``limit`` characters (``…`` says where)."""
+        text = "; ".join(table.outline() for table in self.tables)
+        return text if len(text) <= limit else text[: limit - 1].rstrip(" ,;(") + "…"
 
 
 def reflect_schema(connection: Connection) -> Schema:

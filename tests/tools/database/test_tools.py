@@ -210,6 +210,34 @@ async def test_wrong_names_are_refused_with_what_is_there(
     assert says in raised.value.message
 
 
+@pytest.mark.parametrize(
+    "sql", ["SELECT genre FROM tracks", "SELECT count(*) FROM sales WHERE total > 1"]
+)
+async def test_an_unknown_name_in_sql_comes_back_with_the_schema(
+    pack: DatabasePack, sql: str
+) -> None:
+    with pytest.raises(ToolInputRejected) as raised:
+        await call(pack, "run_select", sql=sql)
+    message = raised.value.message
+    assert "The tables and their columns: " in message
+    assert "albums(album_id, title, artist_id -> artists)" in message
+    assert "tracks(track_id, name, album_id -> albums, genre_id -> genres" in message
+    assert "invoices(" in message
+    assert "billing_country" in message
+
+
+async def test_a_syntax_error_comes_back_without_the_schema(pack: DatabasePack) -> None:
+    with pytest.raises(ToolInputRejected) as raised:
+        await call(pack, "run_select", sql="SELECT title FROM albums WHERE")
+    assert "The tables" not in raised.value.message
+
+
+async def test_check_where_shows_the_schema_with_an_unknown_column(pack: DatabasePack) -> None:
+    answer = await call(pack, "check_where", table="invoices", where="contry = 'Germany'")
+    assert answer["valid"] is False
+    assert "invoices(invoice_id" in answer["error"]
+
+
 async def test_a_table_created_after_the_first_call_is_found(tmp_path: Any) -> None:
     import sqlite3
 
