@@ -32,7 +32,8 @@ from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
-from proxy.plan.triage import triage
+from proxy.plan.triage import CLOSEST as TRIAGE_CLOSEST
+from proxy.plan.triage import tool_line, triage
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import RetrieverError, VectorStoreError
 
@@ -73,7 +74,8 @@ class RequestPlanner:
             return await self._without_llm([_whole(conversation)], [why])
         counted = metered(model)
         if self.config.triage:
-            sort = await triage(counted, conversation)
+            closest = await asyncio.to_thread(self._closest_tools, conversation)
+            sort = await triage(counted, conversation, closest)
             if sort == "none":
                 plan = Plan([], {}, "llm", no_tools=True, notes=["triage: no tool needed"])
                 plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
@@ -156,6 +158,13 @@ class RequestPlanner:
             beam=self.config.beam,
             order=self.finder.text_order(self.encoder),
         )
+
+    def _closest_tools(self, conversation: str) -> list[str]:
+        """Retrieval's first few tools for the whole request, as triage shows them."""
+        vector = self.encoder.encode([conversation])[0]
+        found = self.finder.retrieve(conversation, vector, TRIAGE_CLOSEST)
+        tools = (self.finder.store.get_tool(candidate.tool_id) for candidate in found)
+        return [tool_line(tool.name, tool.description) for tool in tools if tool is not None]
 
     def _categories(self) -> list[str]:
         return [c.name for c in self.finder.store.categories()]

@@ -346,8 +346,23 @@ async def test_triage_none_plans_no_tools_without_a_decomposition(
     assert plan.llm_calls == 1
     request = upstream.requests[0].body
     assert "response_format" not in request  # one word, not JSON
-    assert request["messages"][-1] == {"role": "user", "content": "Thanks, that helps!"}
+    last = request["messages"][-1]
+    assert last["role"] == "user"
+    assert last["content"].endswith("\nRequest: Thanks, that helps!")
     assert any(m["content"] == "several" for m in request["messages"])  # the worked examples
+
+
+async def test_triage_sees_the_catalogs_closest_tools_beside_the_request(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply("none"))
+    await planner(finder, encoder, triage=True).plan("Find flights to Paris.", model)
+    last = upstream.requests[0].body["messages"][-1]["content"]
+    tools_line, request_line = last.split("\n")
+    assert request_line == "Request: Find flights to Paris."
+    shown = tools_line.removeprefix("Closest tools: ").split(" | ")
+    assert len(shown) == 3
+    assert shown[0].startswith("flight_search: ")  # retrieval's first, with its description
 
 
 async def test_triage_one_plans_the_request_as_one_sub_task(
