@@ -9,6 +9,7 @@ holds the open databases and their in-process functions for the executor's
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +19,12 @@ from pydantic import JsonValue
 from graph_store.ingest.openai_spec import parse_openai
 from graph_store.models import Endpoint, Tool
 from proxy.config import DatabasePack as DatabaseSettings
+from proxy.errors import ToolgraphError
 from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
 from proxy.tools.database import functional, navigation
 from proxy.tools.database.engine import ReadOnlyDatabase
+
+log = logging.getLogger(__name__)
 
 DatabaseTool = Callable[[ReadOnlyDatabase, Mapping[str, JsonValue]], Awaitable[JsonValue]]
 
@@ -38,6 +42,12 @@ class ToolSpec:
     required: tuple[str, ...] = ()
     example: JsonValue = None
 
+
+#: The tools whose descriptions carry the schema's outline: the ones that take SQL. With
+#: the table and column names in the text, retrieval finds them for a sub-task about
+#: "tracks" or "invoices", and the argument writer's first SELECT names real columns.
+_OUTLINED = frozenset({"run_select", "check_where"})
+OUTLINE_CHARS = 1000
 
 SPECS: tuple[ToolSpec, ...] = (
     ToolSpec(
@@ -119,6 +129,19 @@ SPECS: tuple[ToolSpec, ...] = (
 )
 
 
+def _outline(database: DatabaseSettings) -> str:
+    """The database's tables and columns for the query tools' descriptions, read when
+    the catalog loads; empty, with a warning, when the database cannot be read now."""
+    db = ReadOnlyDatabase(database)
+    try:
+        return db.outline(OUTLINE_CHARS)
+    except ToolgraphError as exc:
+        log.warning("database %s: no schema in its tools' descriptions: %s", database.name, exc)
+        return ""
+    finally:
+        db.dispose()
+
+
 def database_tools(settings: Sequence[DatabaseSettings]) -> list[Tool]:
     """Every configured database's tools as catalog records."""
     return [tool for database in settings for tool in _tools_of(database)]
@@ -129,10 +152,12 @@ def _tools_of(database: DatabaseSettings) -> list[Tool]:
     what = f"{database.name} database"
     if database.description:
         what += f" ({database.description.rstrip('.')})"
+    outline = _outline(database)
     specs: list[dict[str, JsonValue]] = [
         {
             "name": f"{database.name}_{spec.suffix}",
-            "description": spec.description.format(what=what),
+            "description": spec.description.format(what=what)
+            + (f" Tables: {outline}" if outline and spec.suffix in _OUTLINED else ""),
             "x-group": group,
             "x-category": "database",
             "parameters": {

@@ -110,6 +110,10 @@ class ReadOnlyDatabase:
         except sa.exc.DBAPIError as exc:
             raise self._translate(exc) from None
 
+    def outline(self, limit: int) -> str:
+        """The schema on one line (:meth:`Schema.outline`), read now; blocking."""
+        return self._run(lambda connection, schema: schema.outline(limit))
+
     def schema(self, connection: Connection, *, fresh: bool = False) -> Schema:
         with self._lock:
             if self._schema is None and self.dialect == "postgresql":

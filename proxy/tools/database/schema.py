@@ -115,7 +115,7 @@ class Schema:
     def outline(self, limit: int = _OUTLINE_CHARS) -> str:
         """The tables with their columns on one line, ``invoices(invoice_id, customer_id ->
         customers, total); …``, cut at ``limit`` characters (``…`` says where)."""
-        text = "; ".join(table.outline() for table in self.tables)
+        text = "; ".join(t.outline() for t in sorted(self.tables, key=lambda t: t.name))
         return text if len(text) <= limit else text[: limit - 1].rstrip(" ,;(") + "…"
 
 

@@ -41,6 +41,25 @@ def test_each_database_gives_seven_tools_named_after_it() -> None:
     assert set(DatabasePack.open(settings).functions()) == {tool.name for tool in tools}
 
 
+def test_the_query_tools_descriptions_carry_the_schema(engine_url: str) -> None:
+    tools = {t.name: t for t in database_tools([DatabaseSettings(name="music", url=engine_url)])}
+    for name in ("music_run_select", "music_check_where"):
+        description = tools[name].description
+        assert "Tables: albums(album_id, title, artist_id -> artists); " in description
+        assert "tracks(track_id, name, album_id -> albums, genre_id -> genres" in description
+    assert "Tables:" not in tools["music_list_tables"].description
+
+
+def test_a_database_that_cannot_be_read_gives_plain_descriptions(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = f"sqlite:///{tmp_path / 'missing.db'}"
+    tools = database_tools([DatabaseSettings(name="gone", url=url)])
+    assert len(tools) == 7
+    assert all("Tables:" not in tool.description for tool in tools)
+    assert "gone: no schema in its tools' descriptions" in caplog.text
+
+
 async def test_list_tables_gives_columns_types_and_keys(pack: DatabasePack) -> None:
     answer = await call(pack, "list_tables")
     tables = {table["name"]: table for table in answer["tables"]}
