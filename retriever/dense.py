@@ -89,5 +89,10 @@ def _int8_copy(matrix: Vectors) -> Int8Matrix | None:
 def mask_for(values: Sequence[str], wanted: str | None) -> Mask | None:
     if wanted is None:
         return None
-    mask: Mask = np.fromiter((v == wanted for v in values), dtype=np.bool_, count=len(values))
+    # "Database" and "database" are one category to a reader (a ToolBench category and
+    # a pack's): the catalog's spelling is not the user's or the model's to guess.
+    folded = wanted.casefold()
+    mask: Mask = np.fromiter(
+        (v.casefold() == folded for v in values), dtype=np.bool_, count=len(values)
+    )
     return mask

@@ -132,8 +132,10 @@ class CandidateFinder:
     def retrieve(
         self, text: str, vector: Vectors, k: int, category: str | None = None
     ) -> list[Candidate]:
-        """Retrieval's top ``k``; the last few lists are kept, since the joint search of
-        :func:`proxy.plan.policy.plan_without_llm` asks for one sub-task's several times."""
+        """Retrieval's top ``k``, ``category``'s tools first and the whole catalog's after
+        them when the category holds fewer; the last few lists are kept, since the joint
+        search of :func:`proxy.plan.policy.plan_without_llm` asks for one sub-task's
+        several times."""
         key = (text, k, category, np.asarray(vector).tobytes())
         with self._lock:
             held = self._retrieved.get(key)
@@ -142,6 +144,13 @@ class CandidateFinder:
                 return list(held)
         sims = self.similarities(vector)
         hits = self.index.search(vector, text, k, method="hybrid", category=category)
+        if category is not None and len(hits) < k:
+            # A category of fewer than k tools is a hint, not a wall: the rest of the
+            # list comes from the whole catalog (a "Database" step must still see a
+            # database pack's tools when the model named ToolBench's category).
+            seen = {hit.id for hit in hits}
+            wider = self.index.search(vector, text, k, method="hybrid")
+            hits += [hit for hit in wider if hit.id not in seen][: k - len(hits)]
         found = [
             Candidate(hit.name, hit.id, sims[hit.id], sims[hit.id], "retrieval") for hit in hits
         ]

@@ -68,7 +68,25 @@ def test_category_filter_applies_to_neighbours(
         after=[tool_id(dataset, "book_flight")],
         category="elsewhere",
     )
-    assert found == []
+    # No neighbour is in the category; a category this small is only a hint, so the
+    # list is the whole catalog's retrieval.
+    assert len(found) == 3
+    assert {c.source for c in found} == {"retrieval"}
+
+
+def test_a_category_is_matched_in_any_case_and_topped_up_when_small(
+    finder: CandidateFinder, encoder: Encoder, dataset: Dataset
+) -> None:
+    text = "what will the weather be in Oslo tomorrow"
+    vector = encoder.encode([text])[0]
+    category = dataset.tools[0].category
+    exact = finder.retrieve(text, vector, 4, category=category)
+    assert [c.tool for c in finder.retrieve(text, vector, 4, category=category.upper())] == [
+        c.tool for c in exact
+    ]
+    assert len(exact) == 4
+    unknown = finder.retrieve(text, vector, 4, category="nowhere")
+    assert [c.tool for c in unknown] == [c.tool for c in finder.retrieve(text, vector, 4)]
 
 
 def test_the_graph_policy_follows_the_edges_and_records_every_list(

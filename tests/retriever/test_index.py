@@ -135,6 +135,7 @@ def test_filters_keep_one_category_or_group(
     hits = index.search(vector, query, 10, category="finance")
     assert {hit.category for hit in hits} == {"finance"}
     assert len(hits) == 2
+    assert index.search(vector, query, 10, category="Finance") == hits  # any case
     assert [h.name for h in index.search(vector, query, 10, group="twilio", method="bm25")] == []
     assert [h.name for h in index.search(vector, query, 10, group="twilio")] == ["send_sms"]
 
