@@ -98,6 +98,9 @@ PACK_TASKS: tuple[Task, ...] = (
         "which countries do both the Rhine and the Danube flow?",
         words=r"(?s)(?=.*germany)(?=.*austria)",
         tools=("geo_find_entities", "geo_get_neighbors", "geo_intersection"),
+        # a country on one of the two rivers only: "Germany, Austria, Switzerland" is wrong
+        wrong=r"switzerland|liechtenstein|france|netherlands|hungary|slovakia|croatia|serbia"
+        r"|romania|bulgaria|moldova|ukraine",
     ),
 )  # fmt: skip
 

@@ -51,6 +51,7 @@ class Task:
     expected: tuple[float, ...] = ()
     words: str = ""
     tools: tuple[str, ...] = ()  # the tools a right plan uses
+    wrong: str = ""  # a pattern that makes any answer wrong (a name that must not be there)
 
 
 def system_for(task: Task) -> str:
@@ -162,8 +163,11 @@ def numbers_in(text: str) -> Iterator[float]:
 
 
 def is_correct(task: Task, answer: str) -> bool:
-    """Whether ``answer`` holds every expected number (or matches the expected words)."""
+    """Whether ``answer`` holds every expected number (or matches the expected words)
+    and names nothing ``wrong``."""
     if not answer.strip():
+        return False
+    if task.wrong and re.search(task.wrong, answer, re.IGNORECASE):
         return False
     if task.expected:
         found = list(numbers_in(answer))

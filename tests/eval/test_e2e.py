@@ -122,6 +122,25 @@ def test_merge_tables_the_rows_of_every_part(
     assert (tmp_path / "e2e_both.png").stat().st_size > 0
 
 
+def test_merge_rescore_judges_the_stored_answers_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"arm": "orchestrate", "catalog": 100, "kind": "graph", "seconds": 2.0}
+    row |= {"prompt_tokens": 100, "completion_tokens": 10, "tool_calls": [], "error": ""}
+    rows = [
+        row | {"task": "geo_rhine_danube", "answer": "Germany, Austria, Switzerland"},
+        row | {"task": "geo_rhine_danube", "answer": "Germany and Austria."},
+    ]
+    rows = [r | {"correct": True} for r in rows]
+    path = tmp_path / "e2e_part.json"
+    path.write_text(json.dumps({"command": "c", "code": "abc", "model": "m", "rows": rows}))
+    monkeypatch.setattr(merge, "RESULTS", tmp_path)
+    assert merge.main(["--rescore", "again", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "rescored: 1 verdicts changed" in printed
+    assert "| (a) toolgraph orchestrate | 100 | 1/2 |" in printed
+
+
 BFCL = CORPUS.parents[1] / "train" / "bfcl"
 
 

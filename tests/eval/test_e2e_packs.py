@@ -99,6 +99,7 @@ async def test_graph_answers_hold_on_the_demo_graph() -> None:
         ("db_germany_jazz", "Karin Dubois.", False),
         ("geo_rhine_danube", "Both flow through Germany\nand Austria.", True),
         ("geo_rhine_danube", "Only Germany.", False),
+        ("geo_rhine_danube", "Germany, Austria, Switzerland", False),
     ],
 )
 def test_the_checker_on_right_and_wrong_answers(task_id: str, answer: str, correct: bool) -> None:
