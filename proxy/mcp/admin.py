@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
+from graph_store.ingest.mcp import parse_mcp
 from graph_store.models import Tool
 from graph_store.store import GraphStore
 from proxy.config import McpServer
@@ -46,19 +47,38 @@ class McpRegistry:
 
     async def add(self, server: McpServer) -> dict[str, JsonValue]:
         async with self._writing:
-            if server.name in self._fixed:
-                raise Conflict(f"MCP server {server.name!r} is in the settings file", param="name")
-            if server.url is None and not self._commands:
-                raise Forbidden(
-                    "stdio MCP servers run a command on the proxy's host: set "
-                    "mcp_registry_commands to add them here (HTTP servers need no setting)",
-                    param="command",
-                    code="mcp_commands_disabled",
-                )
+            self._check_allowed(server)
             connection = await self._sources.add(server)
             saved = await asyncio.to_thread(self._registered.load)
             await asyncio.to_thread(self._registered.save, [*saved, server])
         return (await self._summaries([connection]))[0]
+
+    async def check(self, server: McpServer) -> dict[str, JsonValue]:
+        """What adding ``server`` would bring, read over a session of its own: the
+        catalog name, MCP name and description of each tool, and the items refused."""
+        self._check_allowed(server)
+        listing = await self._sources.probe(server)
+        parsed = parse_mcp(server.name, listing)
+        return {
+            "object": "mcp_server.check",
+            **_describe(server),
+            "tools": [
+                {"name": t.name, "mcp_name": t.original_name, "description": t.description}
+                for t in parsed.tools
+            ],
+            "refused": [f"{e.item}: {e.problem}" for e in parsed.errors],
+        }
+
+    def _check_allowed(self, server: McpServer) -> None:
+        if server.name in self._fixed:
+            raise Conflict(f"MCP server {server.name!r} is in the settings file", param="name")
+        if server.url is None and not self._commands:
+            raise Forbidden(
+                "stdio MCP servers run a command on the proxy's host: set "
+                "mcp_registry_commands to add them here (HTTP servers need no setting)",
+                param="command",
+                code="mcp_commands_disabled",
+            )
 
     async def servers(self) -> list[dict[str, JsonValue]]:
         return await self._summaries(self._sources.connections())
@@ -92,11 +112,17 @@ class McpRegistry:
         server = connection.server
         return {
             "object": "mcp_server",
-            "name": server.name,
-            "transport": "stdio" if server.url is None else "http",
-            # the command or URL only: env and header values may be keys
-            "target": server.url or " ".join(server.command),
+            **_describe(server),
             "source": "settings" if server.name in self._fixed else "registry",
             "connected": connection.connected,
             "tools": tools,
         }
+
+
+def _describe(server: McpServer) -> dict[str, JsonValue]:
+    return {
+        "name": server.name,
+        "transport": "stdio" if server.url is None else "http",
+        # the command or URL only: env and header values may be keys
+        "target": server.url or " ".join(server.command),
+    }

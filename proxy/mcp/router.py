@@ -32,8 +32,9 @@ async def list_servers(request: Request) -> JSONResponse:
 
 
 @router.post("")
-async def add_server(request: Request) -> JSONResponse:
-    """Add a server (the settings file's ``mcp_servers`` item shape) and connect to it."""
+async def add_server(request: Request, dry_run: bool = False) -> JSONResponse:
+    """Add a server (the settings file's ``mcp_servers`` item shape) and connect to it;
+    ``?dry_run=true`` connects once, lists its tools and keeps nothing."""
     limits = services_of(request).settings.limits
     body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
     try:
@@ -43,6 +44,8 @@ async def add_server(request: Request) -> JSONResponse:
         raise InvalidRequest(
             error["msg"], param=format_param(error["loc"]) or None, code="invalid_mcp_server"
         ) from None
+    if dry_run:
+        return JSONResponse(await _registry(request).check(server))
     return JSONResponse(await _registry(request).add(server), status_code=201)
 
 

@@ -29,6 +29,7 @@ from proxy.errors import Conflict, NotFound, ToolError
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.catalog import SyncReport, is_mcp_tool, sync_server
 from proxy.mcp.connection import McpConnection
+from proxy.mcp.probe import probe_server
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,14 @@ class McpSources:
         connection.start()
         await connection.tried.wait()
         return connection
+
+    async def probe(self, server: McpServer) -> list[JsonValue]:
+        """``server``'s listing over a session of its own, closed after; nothing is kept."""
+        if server.name in self._connections:
+            raise Conflict(f"an MCP server named {server.name!r} exists", param="name")
+        if server.url is not None:
+            self._policy.check_host(urlsplit(server.url).hostname or "")
+        return await probe_server(server, self._policy)
 
     async def remove(self, name: str) -> int:
         """Stop server ``name`` and delete its tools; how many were deleted. A call it

@@ -14,7 +14,7 @@ import ssl
 import sys
 from collections.abc import AsyncIterator, Callable
 from types import TracebackType
-from typing import Self
+from typing import Self, TextIO
 
 import anyio
 import httpcore2
@@ -71,11 +71,19 @@ class WatchedStream:
 class WatchedTransport:
     """A transport for ``server`` whose end sets :attr:`ended`."""
 
-    def __init__(self, server: McpServer, connect_timeout: float, policy: EgressPolicy) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        connect_timeout: float,
+        policy: EgressPolicy,
+        *,
+        errlog: TextIO | None = None,
+    ) -> None:
         self.server = server
         self.ended = asyncio.Event()
         self._connect_timeout = connect_timeout
         self._policy = policy
+        self._errlog = errlog  # a stdio server's stderr, read by the caller; else ours
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[tuple[WatchedStream, object]]:
@@ -94,8 +102,7 @@ class WatchedTransport:
                 env=server.env or None,
                 cwd=server.cwd,
             )
-            # The server's stderr goes to ours: its own log lines, unparsed.
-            async with stdio_client(params, errlog=sys.stderr) as streams:
+            async with stdio_client(params, errlog=self._errlog or sys.stderr) as streams:
                 yield streams  # type: ignore[misc]
             return
         async with (
