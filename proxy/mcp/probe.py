@@ -69,7 +69,7 @@ async def probe_server(server: McpServer, policy: EgressPolicy) -> list[JsonValu
             leaf = _leaf(exc)
             if not isinstance(leaf, _FAILURES):
                 raise
-            raise _in_words(server, leaf, _tail(errlog)) from None
+            raise _in_words(server, leaf, _tail(errlog), transport.error_statuses) from None
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -84,14 +84,16 @@ def _tail(errlog: TextIO) -> str:
     return errlog.read().strip()[-STDERR_CHARS:]
 
 
-def _in_words(server: McpServer, exc: BaseException, stderr: str) -> ToolError:
+def _in_words(server: McpServer, exc: BaseException, stderr: str, statuses: list[int]) -> ToolError:
     if isinstance(exc, EgressDenied):
         return exc
     param = "url" if server.url is not None else "command"
     where = server.url or " ".join(server.command)
+    # The SDK turns an error status into an MCPError of its own words; say the status.
+    answered = statuses and isinstance(exc, MCPError)
+    said = f"{where} answered HTTP {statuses[0]}" if answered else _problem(server, exc, where)
     return ToolError(
-        f"MCP server {server.name}: {_problem(server, exc, where)}"
-        + (f"; it wrote: {stderr}" if stderr else ""),
+        f"MCP server {server.name}: {said}" + (f"; it wrote: {stderr}" if stderr else ""),
         param=param,
         code=CODE,
     )
@@ -101,8 +103,6 @@ def _problem(server: McpServer, exc: BaseException, where: str) -> str:
     if isinstance(exc, FileNotFoundError | PermissionError):
         reason = "no such file" if isinstance(exc, FileNotFoundError) else "not executable"
         return f"cannot start {server.command[0]!r} ({reason})"
-    if isinstance(exc, httpx2.HTTPStatusError):
-        return f"{where} answered HTTP {exc.response.status_code}"
     if isinstance(exc, httpx2.HTTPError):
         return f"cannot reach {where}: {exc}"
     if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:

@@ -84,6 +84,8 @@ class WatchedTransport:
         self._connect_timeout = connect_timeout
         self._policy = policy
         self._errlog = errlog  # a stdio server's stderr, read by the caller; else ours
+        #: The HTTP error statuses an HTTP server answered (the SDK keeps only a message).
+        self.error_statuses: list[int] = []
 
     @contextlib.asynccontextmanager
     async def open(self) -> AsyncIterator[tuple[WatchedStream, object]]:
@@ -106,20 +108,34 @@ class WatchedTransport:
                 yield streams  # type: ignore[misc]
             return
         async with (
-            guarded_client(self._policy, server.header_values(), self._connect_timeout) as client,
+            guarded_client(
+                self._policy,
+                server.header_values(),
+                self._connect_timeout,
+                error_statuses=self.error_statuses,
+            ) as client,
             streamable_http_client(server.url, http_client=client) as streams,
         ):
             yield streams  # type: ignore[misc]
 
 
 def guarded_client(
-    policy: EgressPolicy, headers: dict[str, str], connect_timeout: float
+    policy: EgressPolicy,
+    headers: dict[str, str],
+    connect_timeout: float,
+    *,
+    error_statuses: list[int] | None = None,
 ) -> httpx2.AsyncClient:
     """The HTTP client of one HTTP MCP server, under the tools' egress policy: the host
-    allow-list on every request (redirects too), every address checked when connecting."""
+    allow-list on every request (redirects too), every address checked when connecting.
+    Each status of 400 and above is appended to ``error_statuses``, when given."""
 
     async def check_hop(request: httpx2.Request) -> None:
         policy.check_host(request.url.host)
+
+    async def note_status(response: httpx2.Response) -> None:
+        if error_statuses is not None and response.status_code >= 400:
+            error_statuses.append(response.status_code)
 
     transport = httpx2.AsyncHTTPTransport(trust_env=False, retries=0)
     # httpx2 takes no network backend; its pool does (as for HTTP tools).
@@ -134,5 +150,5 @@ def guarded_client(
         trust_env=False,
         headers=headers,
         timeout=httpx2.Timeout(connect_timeout, read=None),
-        event_hooks={"request": [check_hop]},
+        event_hooks={"request": [check_hop], "response": [note_status]},
     )

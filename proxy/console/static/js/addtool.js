@@ -1,8 +1,10 @@
 // Add tools through the registry API (admin key): paste OpenAI function specs or an
 // OpenAPI document, check them (the registry test-calls each under the egress
-// policy and stores nothing), read the result, then save.
+// policy and stores nothing), read the result, then save; or add an MCP server
+// (mcpserver.js).
 import { api, keys } from "./api.js";
 import { codeBlock, h, show } from "./dom.js";
+import { mcpServerForm } from "./mcpserver.js";
 
 const EXAMPLE = JSON.stringify([{
   name: "get_weather",
@@ -29,8 +31,9 @@ export async function addTool(main) {
     if (testArgs.value.trim()) wanted.test_arguments = JSON.parse(testArgs.value);
     return wanted;
   };
+  const useAdminKey = () => { keys.admin = admin.value.trim(); };
   const send = async (dryRun) => {
-    keys.admin = admin.value.trim();
+    useAdminKey();
     let wanted;
     try { wanted = dryRun ? body() : checked; } catch (error) {
       result.replaceChildren(h("p", { class: "error", role: "alert" }, `Not JSON: ${error.message}`));
@@ -50,10 +53,11 @@ export async function addTool(main) {
   check.addEventListener("click", () => send(true));
   save.addEventListener("click", () => send(false));
   show(main, h("h1", {}, "Add a tool"),
-    h("p", { class: "muted" }, "Writes need the admin key (TOOLGRAPH_ADMIN_KEY), kept in this tab like the master key. Check runs each tool once under the egress policy and stores nothing; Save stores what was checked."),
-    h("div", { class: "card form" }, h("label", { for: "admin-key" }, "Admin key"), admin, h("label", { for: "tool-format" }, "Format"), format,
-      h("label", { for: "tool-spec" }, "Specification (JSON)"), spec, category, testArgs, h("div", { class: "filters" }, check, save)),
-    result);
+    h("p", { class: "muted" }, "Writes need the admin key (TOOLGRAPH_ADMIN_KEY), kept in this tab like the master key. Check stores nothing: it runs each tool once under the egress policy, or connects to the MCP server and lists its tools; Save stores what was checked."),
+    h("div", { class: "card form" }, h("label", { for: "admin-key" }, "Admin key"), admin),
+    h("section", { class: "card form", id: "spec-form" }, h("h2", {}, "Tools from a specification"), h("label", { for: "tool-format" }, "Format"), format,
+      h("label", { for: "tool-spec" }, "Specification (JSON)"), spec, category, testArgs, h("div", { class: "filters" }, check, save), result),
+    mcpServerForm(useAdminKey));
 }
 
 function outcome(answer) {
