@@ -17,8 +17,16 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ServerThread, unavailable
-from tests.orchestrate.conftest import _no_gate, brain, local_tools
+from tests.conftest import ServerThread, StartProxy, unavailable
+from tests.orchestrate.conftest import (
+    ADMIN,
+    LocalTools,
+    _no_gate,
+    brain,
+    http_tool,
+    local_tools,
+    register,
+)
 
 __all__ = ["_no_gate", "brain", "local_tools"]
 
@@ -26,6 +34,17 @@ KEY = "sk-master-0123456789"
 WAIT_MS = 240_000  # the first orchestrated request of a session loads the encoder
 
 OpenConsole = Callable[[ServerThread], "Console"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _patient_expect() -> None:
+    """Playwright's ``expect`` waits as long as the pages do: on a loaded machine a
+    page may take long to change, and a wait is never a measurement."""
+    try:
+        from playwright.sync_api import expect
+    except ImportError:
+        return
+    expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +134,26 @@ def console(chromium: Any, tmp_path: Path) -> Iterator[OpenConsole]:
     yield open_on
     for tab in opened:
         tab.context.close()
+
+
+@pytest.fixture
+def server(start_proxy: StartProxy, local_tools: LocalTools) -> ServerThread:
+    """A proxy behind a master key, with the two queue tools of the local server; stdio
+    MCP servers may be added through the API."""
+    proxy = start_proxy(
+        master_key=KEY,
+        admin_key=ADMIN,
+        mcp_registry_commands=True,
+        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
+        executor={"allow_private_networks": True, "retries": 0},
+    )
+    register(
+        proxy,
+        [
+            http_tool("oslo_queue", "Queue length at the Oslo office", f"{local_tools.url}/sleep"),
+            http_tool(
+                "bergen_queue", "Queue length at the Bergen office", f"{local_tools.url}/sleep"
+            ),
+        ],
+    )
+    return proxy

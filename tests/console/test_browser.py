@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from eval.brain import plan_of
-from tests.conftest import ServerThread, StartProxy
-from tests.console.conftest import KEY, OpenConsole
-from tests.orchestrate.conftest import ADMIN, Brain, LocalTools, http_tool, register
+from tests.conftest import ServerThread
+from tests.console.conftest import OpenConsole
+from tests.orchestrate.conftest import ADMIN, Brain, LocalTools, http_tool
 
 #: A tool's output that would run script if the console ever parsed data as HTML.
 HOSTILE = "<img src=x onerror=window.pwned=1>oslo"
@@ -23,27 +23,6 @@ REQUEST = "How long are the queues at the Oslo and Bergen offices, and what is t
 
 #: Loading the encoder and indexing the catalog has taken minutes at load 15.
 pytestmark = pytest.mark.timeout(600)
-
-
-@pytest.fixture
-def server(start_proxy: StartProxy, local_tools: LocalTools) -> ServerThread:
-    """A proxy behind a master key, with the two queue tools of the local server."""
-    proxy = start_proxy(
-        master_key=KEY,
-        admin_key=ADMIN,
-        planner={"policy": "llm", "top_k": 10, "memory_k": 0},
-        executor={"allow_private_networks": True, "retries": 0},
-    )
-    register(
-        proxy,
-        [
-            http_tool("oslo_queue", "Queue length at the Oslo office", f"{local_tools.url}/sleep"),
-            http_tool(
-                "bergen_queue", "Queue length at the Bergen office", f"{local_tools.url}/sleep"
-            ),
-        ],
-    )
-    return proxy
 
 
 def plan_two_lookups_and_a_sum(brain: Brain) -> None:

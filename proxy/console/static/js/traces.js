@@ -21,7 +21,7 @@ function filters(query) {
     OUTCOMES.map((o) => h("option", { value: o, selected: o === query.outcome }, o || "any outcome")));
   const tool = h("input", { name: "tool", id: "filter-tool", placeholder: "tool name", value: query.tool });
   const slow = h("input", { name: "min_seconds", id: "filter-slow", type: "number", min: 0, step: "any", placeholder: "slower than (s)", value: query.min_seconds });
-  const form = h("form", { class: "filters" }, outcome, tool, slow, h("button", { type: "submit" }, "Filter"));
+  const form = h("form", { class: "filters", id: "trace-filters" }, outcome, tool, slow, h("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     const wanted = new URLSearchParams();
