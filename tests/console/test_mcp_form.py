@@ -77,6 +77,7 @@ def check_lists_the_weather_tools(tab: Console) -> None:
         "#mcp-tools li[data-tool=weather_forecast]"
     )
     assert tab.page.is_enabled("#mcp-save")
+    assert "null" not in tab.page.inner_text("#mcp-result")
 
 
 def save_and_open_a_tool(tab: Console) -> None:

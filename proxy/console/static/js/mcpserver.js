@@ -145,8 +145,8 @@ function listing(answer) {
     h("ul", { class: "checks", id: "mcp-tools" }, answer.tools.map((tool) => h("li", { "data-tool": tool.name },
       h("code", {}, tool.name), tool.mcp_name !== tool.name ? [" ", h("span", { class: "muted" }, `(${tool.mcp_name})`)] : null,
       tool.description ? [" · ", tool.description] : null))),
-    answer.refused.length ? [h("p", { class: "error" }, "Left out of the catalog:"), h("ul", {}, answer.refused.map((r) => h("li", {}, r)))] : null,
-  ];
+    answer.refused.length ? h("div", { class: "error" }, "Left out of the catalog:", h("ul", {}, answer.refused.map((r) => h("li", {}, r)))) : null,
+  ].filter(Boolean);
 }
 
 function saved(answer, tools) {
