@@ -8,8 +8,9 @@ BIN := $(VENV)/bin
 run: $(VENV)/.installed
 	$(BIN)/toolgraph serve
 
-# The npm MCP servers the tests start (tests/mcp/everything), from their lockfile.
-MCP_SERVERS := tests/mcp/everything/node_modules/.installed
+# The published MCP servers the tests start: npm's (tests/mcp/node) from their lockfile, and
+# PyPI's (tests/mcp/python) pinned, beside toolgraph's venv whose mcp they run on.
+MCP_SERVERS := tests/mcp/node/node_modules/.installed tests/mcp/python/.site/.installed
 
 # The browser the console's tests drive (tests/console): Debian's chromium, from apt (as
 # root, or through sudo), never a browser download.
@@ -57,8 +58,13 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -qq
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
 
-$(MCP_SERVERS): tests/mcp/everything/package-lock.json
-	cd tests/mcp/everything && npm ci --ignore-scripts --no-audit --no-fund
+tests/mcp/node/node_modules/.installed: tests/mcp/node/package-lock.json
+	cd tests/mcp/node && npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+tests/mcp/python/.site/.installed: tests/mcp/python/requirements.txt $(VENV)/.installed-dev
+	rm -rf tests/mcp/python/.site
+	$(BIN)/python -m pip install --quiet --no-deps --target tests/mcp/python/.site -r $<
 	touch $@
 
 $(VENV)/.installed: pyproject.toml
@@ -74,4 +80,4 @@ $(VENV)/.installed-dev: pyproject.toml
 	touch $@ $(VENV)/.installed
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp/everything/node_modules
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache tests/mcp/node/node_modules tests/mcp/python/.site

@@ -6,17 +6,22 @@ HTTP tools, the sandbox of the built-in pack, the database pack's read-only chec
 the call timeout, and with ``--compress`` the compressor (truncation only: no model
 is asked which fields to keep). The tool is looked up among the packs the settings
 give (built-in, ``packs.database``, ``packs.knowledge_graph``) first, then in the
-catalog's graph store. The output is printed as JSON (``--compress``: the compressed
-text); a failure is one line on stderr and exit status 1, a tool that does not exist
-or arguments that are not a JSON object exit 2.
+catalog's graph store. A tool from an MCP server is called over a session of its own
+to that server (from ``mcp_servers`` or those added through the registry API, under
+the egress policy), started for the call and ended after it. The output is printed
+as JSON (``--compress``: the compressed text); a failure is one line on stderr and
+exit status 1, a tool that does not exist or arguments that are not a JSON object
+exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TextIO
 
@@ -25,9 +30,13 @@ from pydantic import JsonValue
 from graph_store.models import Tool
 from graph_store.store import open_store
 from proxy.config import Settings
+from proxy.execute.egress import EgressPolicy
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Outcome
 from proxy.execute.service import ToolExecutor
+from proxy.mcp.catalog import is_mcp_tool
+from proxy.mcp.registered import RegisteredServers
+from proxy.mcp.sources import McpSources
 from proxy.tools.catalog import builtin_tools
 from proxy.tools.database.catalog import database_tools
 from proxy.tools.knowledge_graph.catalog import knowledge_graph_tools
@@ -103,15 +112,17 @@ async def call_tool(
     """``tool``'s output as JSON text (``compress``: its compressed text), run as one
     node of a plan."""
     plan = ToolPlan(nodes=(PlanNode(id=_NODE, tool=tool.name, arguments=arguments),))
-    executor = ToolExecutor(
-        settings.executor,
-        databases=settings.packs.database,
-        graphs=settings.packs.knowledge_graph,
-    )
-    try:
-        executed = await executor.execute(plan, {tool.name: tool}, model=None)
-    finally:
-        await executor.aclose()
+    async with _mcp_session(settings, tool) as mcp:
+        executor = ToolExecutor(
+            settings.executor,
+            mcp=mcp,
+            databases=settings.packs.database,
+            graphs=settings.packs.knowledge_graph,
+        )
+        try:
+            executed = await executor.execute(plan, {tool.name: tool}, model=None)
+        finally:
+            await executor.aclose()
     record = executed.run.records[_NODE]
     if record.outcome is not Outcome.OK:
         error = record.error.removeprefix(f"{tool.name}: ")
@@ -119,3 +130,27 @@ async def call_tool(
     if compress:
         return executed.compressed[_NODE].text
     return json.dumps(record.output, ensure_ascii=False, indent=2)
+
+
+@contextlib.asynccontextmanager
+async def _mcp_session(settings: Settings, tool: Tool) -> AsyncIterator[McpSources | None]:
+    """A session to ``tool``'s MCP server for the length of the call (none for a tool
+    that is not from MCP); its listing is read but not written to the catalog."""
+    if not is_mcp_tool(tool):
+        yield None
+        return
+    name = tool.provenance.file
+    servers = [*settings.mcp_servers, *RegisteredServers(settings.data_dir).load()]
+    server = next((s for s in servers if s.name == name), None)
+    if server is None:
+        raise CommandFailed(f"{tool.name} is from MCP server {name}, which is not configured", 1)
+    policy = EgressPolicy.from_settings(settings.executor)
+    mcp = McpSources([server], settings.executor.call_timeout, None, policy=policy)
+    mcp.start()
+    try:
+        await mcp.settled()
+        if not mcp.connected():
+            raise CommandFailed(f"MCP server {name} did not connect (see the log above)", 1)
+        yield mcp
+    finally:
+        await mcp.aclose()

@@ -7,7 +7,10 @@ schema, so that schema edges join it to other tools as they join OpenAPI operati
 The endpoint is ``mcp://<server>/<tool>``, which the executor routes to the server's
 session; the provenance keeps the server, the tool's own name and the boolean hints
 of its annotations (``readOnlyHint``, ``destructiveHint``…). Two names that fold into
-one keep the first and give the other a hash of its original name.
+one (``get.item`` and ``get_item``) keep it for the one that needed no folding, else
+the smallest, and give the others a hash of their own name: whatever order the
+server lists its tools in (a Go server's map, say), each keeps its name from one
+sync to the next.
 
 No MCP SDK here: the listing arrives as plain JSON, whoever fetched it.
 """
@@ -38,13 +41,21 @@ def mcp_url(server: str, tool: str) -> str:
 def parse_mcp(server: str, listing: Iterable[JsonValue]) -> Parsed:
     """Tool records of one server's whole listing (every page)."""
     parsed = Parsed()
-    taken: set[str] = set()
-    for index, item in enumerate(listing):
-        _parse_item(parsed, server, index, item, taken)
+    items = list(listing)
+    names = _unique_names(server, [_raw_name(item) for item in items])
+    for index, item in enumerate(items):
+        _parse_item(parsed, server, index, item, names)
     return parsed
 
 
-def _parse_item(parsed: Parsed, server: str, index: int, item: JsonValue, taken: set[str]) -> None:
+def _raw_name(item: JsonValue) -> str:
+    raw = item.get("name") if isinstance(item, dict) else None
+    return raw if isinstance(raw, str) else ""
+
+
+def _parse_item(
+    parsed: Parsed, server: str, index: int, item: JsonValue, names: dict[str, str]
+) -> None:
     raw = item.get("name") if isinstance(item, dict) else None
     label = f"tools[{index}]" + (f" ({raw})" if isinstance(raw, str) else "")
     if not isinstance(item, dict) or not isinstance(raw, str) or not raw.strip():
@@ -61,7 +72,7 @@ def _parse_item(parsed: Parsed, server: str, index: int, item: JsonValue, taken:
         label,
         {
             "id": tool_id(FORMAT, server, raw),
-            "name": _unique_name(server, raw, taken),
+            "name": names[raw],
             "original_name": raw,
             "description": text(item.get("description")) or text(item.get("title")),
             "category": server,
@@ -76,12 +87,19 @@ def _parse_item(parsed: Parsed, server: str, index: int, item: JsonValue, taken:
     )
 
 
-def _unique_name(server: str, raw: str, taken: set[str]) -> str:
-    name = normalise_name(f"{server}_{raw}")
-    if name in taken:
-        name = f"{name[: MAX_NAME - 9]}_{short_hash(raw)}"
-    taken.add(name)
-    return name
+def _unique_names(server: str, raws: Iterable[str]) -> dict[str, str]:
+    """Each tool's catalog name by its own: the folded name goes to the tool that
+    needed no folding, else to the smallest name; the others' end in a hash."""
+    folded = {raw: normalise_name(f"{server}_{raw}") for raw in raws}
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for raw in sorted(folded, key=lambda raw: (folded[raw] != f"{server}_{raw}", raw)):
+        name = folded[raw]
+        if name in taken:
+            name = f"{name[: MAX_NAME - 9]}_{short_hash(raw)}"
+        taken.add(name)
+        names[raw] = name
+    return names
 
 
 def _hints(annotations: JsonValue) -> dict[str, bool]:

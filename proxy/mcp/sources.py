@@ -6,7 +6,8 @@ server in ``mcp_servers``. Each listing is written into the graph store
 told, so that the catalog loads again; a server that goes away keeps its tools in the
 store, and :meth:`McpSources.available` says they cannot run until it is back, so the
 catalog leaves them out of what the planner sees. :meth:`McpSources.invoke` is the
-executor's way to call an ``mcp://`` endpoint.
+executor's way to call an ``mcp://`` endpoint. Without a store (``toolgraph tools
+call``), listings are read but written nowhere: the sources only call tools.
 
 Each worker process runs its own copy of every stdio server: sessions are not shared
 between processes.
@@ -45,7 +46,7 @@ class McpSources:
         self,
         servers: Sequence[McpServer],
         call_timeout: float,
-        store: GraphStore,
+        store: GraphStore | None,
         on_change: OnChange | None = None,
         policy: EgressPolicy | None = None,
     ) -> None:
@@ -156,8 +157,11 @@ class McpSources:
         await self.on_change()
 
     async def _write(self, server: str, listing: list[JsonValue]) -> SyncReport:
+        store = self._store
+        if store is None:
+            return SyncReport()
         async with self._writing:  # one writer: two syncs would race on the edges
-            return await asyncio.to_thread(sync_server, self._store, server, listing)
+            return await asyncio.to_thread(sync_server, store, server, listing)
 
 
 def _target(tool: Tool) -> tuple[str, str]:

@@ -1,9 +1,11 @@
 """MCP fixtures: the tests' own stdio server (tests/mcp/server.py), started through the
-proxy's MCP sources over an in-process graph store."""
+proxy's MCP sources over an in-process graph store; and the published servers the tests
+start (``make mcp-servers``): npm's from tests/mcp/node, PyPI's from tests/mcp/python."""
 
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -17,9 +19,37 @@ from eval.fake_upstream import FakeUpstream
 from graph_store.memory import InProcessStore
 from proxy.config import McpServer
 from proxy.mcp.sources import McpSources
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
+#: npm's MCP servers, installed from tests/mcp/node/package-lock.json.
+NODE_MODULES = Path(__file__).parent / "node/node_modules/@modelcontextprotocol"
+#: PyPI's MCP servers, installed from tests/mcp/python/requirements.txt.
+PYTHON_SITE = Path(__file__).parent / "python/.site"
+
+
+def node_server(name: str, package: str, *args: str) -> McpServer:
+    """npm's ``@modelcontextprotocol/<package>`` run with Debian's ``node``; missing, it
+    fails under CI and skips elsewhere."""
+    node = shutil.which("node")
+    entry = NODE_MODULES / package / "dist/index.js"
+    if node is None:
+        unavailable("node is not installed (apt-get install nodejs)")
+    if not entry.exists():
+        unavailable(f"{package} is not installed: run `make mcp-servers`")
+    return McpServer(name=name, command=[str(node), str(entry), *args])
+
+
+def pypi_server(name: str, module: str, *args: str) -> McpServer:
+    """PyPI's server ``module`` run with this interpreter (whose ``mcp`` it uses); missing,
+    it fails under CI and skips elsewhere."""
+    if not (PYTHON_SITE / module).is_dir():
+        unavailable(f"{module} is not installed: run `make mcp-servers`")
+    return McpServer(
+        name=name,
+        command=[sys.executable, "-m", module, *args],
+        env={"PYTHONPATH": str(PYTHON_SITE)},
+    )
 
 
 def python_server(name: str = "test", *flags: str, **settings: object) -> McpServer:

@@ -44,6 +44,18 @@ def test_names_that_fold_into_one_stay_apart(tmp_path: Path) -> None:
     assert all(len(name) <= 64 for name in names)
 
 
+def test_a_folded_name_goes_to_the_tool_that_needed_no_folding_in_any_order(
+    tmp_path: Path,
+) -> None:
+    store = InProcessStore.open(tmp_path / "graph")
+    sync_server(store, "s", listed("get.item", "get_item"))
+    names = {tool.original_name: tool.name for tool in store.list_tools()}
+    assert names["get_item"] == "s_get_item"
+    assert names["get.item"].startswith("s_get_item_")
+    again = sync_server(store, "s", listed("get_item", "get.item"))  # listed the other way
+    assert (again.written, again.deleted) == (0, 0)
+
+
 def test_a_name_another_source_holds_and_a_bad_schema_are_refused(tmp_path: Path) -> None:
     store = InProcessStore.open(tmp_path / "graph")
     store.upsert_tools(parse_openai(Path("x.json"), [{"name": "s_taken"}]).tools)

@@ -1,5 +1,5 @@
 """The reference test server, npm's ``@modelcontextprotocol/server-everything`` (pinned in
-tests/mcp/everything/package-lock.json, installed by ``make mcp-servers``), run with
+tests/mcp/node/package-lock.json, installed by ``make mcp-servers``), run with
 Debian's ``node``: over stdio and over streamable HTTP. Missing, it fails under CI."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tests.orchestrate.conftest import PROGRESS, sdk, stream_parts, user
 
 ENTRY = (
     Path(__file__).parent
-    / "everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+    / "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 )
 
 
