@@ -1,0 +1,74 @@
+"""A huge ``tools/list``: 3,000 tools over 13 pages (tests/mcp/crowded.py), all synced
+under names that are unique and valid; a ``list_changed`` notification writes only
+the tools that changed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import pytest
+
+from graph_store.memory import InProcessStore
+from graph_store.names import is_valid_name
+from proxy.config import McpServer
+from proxy.mcp.sources import McpSources
+from tests.mcp.conftest import ROOT, Changes
+from tests.mcp.crowded import LONG
+
+COUNT = 3000
+
+
+def crowded() -> McpServer:
+    return McpServer(
+        name="crowded",
+        command=[sys.executable, "-m", "tests.mcp.crowded", "--tools", str(COUNT)],
+        env={"PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        connect_timeout=120,
+    )
+
+
+def synced_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "synced:" in r.getMessage()]
+
+
+async def test_thousands_of_tools_over_pages_then_only_what_changed(
+    store: InProcessStore, changes: Changes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.mcp.sources")
+    mcp = McpSources([crowded()], 30.0, store, changes)
+    mcp.start()
+    try:
+        async with asyncio.timeout(300):
+            await mcp.settled()
+        assert mcp.connected() == ["crowded"]
+        tools = {tool.original_name: tool for tool in store.list_tools()}
+        assert len(tools) == COUNT + 2  # every page, and pages and change
+        names = [tool.name for tool in tools.values()]
+        assert len(set(names)) == len(names)
+        assert all(is_valid_name(name) for name in names)
+        assert tools["lookup_0007"].name == "crowded_lookup_0007"
+        assert tools["lookup.0007"].name.startswith("crowded_lookup_0007_")
+        assert tools[f"{LONG}0007"].name != tools[f"{LONG}0008"].name  # past 64: a hash each
+        pages = await mcp.invoke(tools["pages"], {})
+        assert pages == str(-(-(COUNT + 2) // 250))  # one request a page, 13
+        assert synced_lines(caplog) == [
+            f"MCP server crowded synced: {COUNT + 2} tools written, 0 deleted, 0 edges, 0 errors"
+        ]
+        before = {tool.id: tool for tool in store.list_tools()}
+
+        assert await mcp.invoke(tools["change"], {}) == "changed"
+        await changes.until(lambda: store.get_tool("crowded_late_tool") is not None)
+        assert synced_lines(caplog)[1:] == [
+            "MCP server crowded synced: 2 tools written, 1 deleted, 0 edges, 0 errors"
+        ]
+        after = {tool.id: tool for tool in store.list_tools()}
+        assert set(before) - set(after) == {tools[f"{LONG}0001"].id}
+        rewritten = after[tools["lookup_0000"].id]
+        assert rewritten.description == "Look up entry 0 of the register, rewritten."
+        unchanged = [id_ for id_ in after if id_ in before and after[id_] == before[id_]]
+        assert len(unchanged) == COUNT + 2 - 2  # all but the dropped and the rewritten
+    finally:
+        await mcp.aclose()
