@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,11 +33,12 @@ from graph_store.store import GraphStore, open_store
 from proxy import metrics
 from proxy.chat.service import ChatService, Rewrite
 from proxy.config import Settings
+from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.service import ToolExecutor
 from proxy.logs import startup_line
 from proxy.mcp.admin import McpRegistry
-from proxy.mcp.registered import RegisteredServers
+from proxy.mcp.registered import MCP_SERVERS_CHANNEL, ServerList, open_server_list
 from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
 from proxy.mcp_server.requests import RequestTools
@@ -118,7 +119,8 @@ async def open_services(
     store = None
     if settings.admin_key is not None or settings.mcp_servers:  # the registry's or MCP's
         store = open_store(settings.data_dir, settings.neo4j_uri)
-    mcp = _mcp_sources(settings, store)
+    kept = open_server_list(settings.data_dir, redis)
+    mcp = await _mcp_sources(settings, store, kept)
     executor = ToolExecutor(
         settings.executor,
         redis,
@@ -138,10 +140,13 @@ async def open_services(
     registry = None
     if store is not None:
         registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
+    mcp_registry = None
     if mcp is not None:  # started once the catalog hears its changes; closed before the store
         mcp.on_change = notices.announce
         mcp.start()
         stack.push_async_callback(mcp.aclose)
+        if registry is not None and store is not None:
+            mcp_registry = await _mcp_registry(stack, settings, mcp, store, kept, redis)
     if settings.orchestrate.preload:
         catalog.preload()
         stack.push_async_callback(catalog.settle)  # before the stores close under it
@@ -167,7 +172,7 @@ async def open_services(
         relayed=relayed,
         models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
         registry=registry,
-        mcp_registry=_mcp_registry(settings, mcp, store) if registry else None,
+        mcp_registry=mcp_registry,
         mcp_endpoint=endpoint,
         readiness=Readiness(_checks(settings, redis, session, catalog, mcp)),
         master_key=_key_bytes(settings.master_key),
@@ -220,13 +225,20 @@ def _checks(
     return checks
 
 
-def _mcp_sources(settings: Settings, store: GraphStore | None) -> McpSources | None:
+async def _mcp_sources(
+    settings: Settings, store: GraphStore | None, kept: ServerList
+) -> McpSources | None:
     """The settings' MCP servers and those added through the registry API, when either
-    can exist (servers can be added only with an admin key)."""
+    can exist (servers can be added only with an admin key). Added servers that cannot
+    be read now (Redis is down) are started when the notices are heard again."""
     if store is None or not (settings.mcp_servers or settings.admin_key):
         return None
     fixed = {server.name for server in settings.mcp_servers}
-    added = [s for s in RegisteredServers(settings.data_dir).load() if s.name not in fixed]
+    try:
+        added = [s for s in await kept.load() if s.name not in fixed]
+    except StoreUnavailable as exc:
+        log.warning("MCP servers added through the API are not started yet: %s", exc.message)
+        added = []
     return McpSources(
         [*settings.mcp_servers, *added],
         settings.executor.call_timeout,
@@ -235,14 +247,23 @@ def _mcp_sources(settings: Settings, store: GraphStore | None) -> McpSources | N
     )
 
 
-def _mcp_registry(
-    settings: Settings, mcp: McpSources | None, store: GraphStore | None
-) -> McpRegistry | None:
-    if mcp is None or store is None:
-        return None
+async def _mcp_registry(
+    stack: AsyncExitStack,
+    settings: Settings,
+    mcp: McpSources,
+    store: GraphStore,
+    kept: ServerList,
+    redis: Redis | None,
+) -> McpRegistry:
+    """The registry API's MCP servers, following what other processes add and remove
+    (through Redis's notices) while the app runs."""
     fixed = [server.name for server in settings.mcp_servers]
-    registered = RegisteredServers(settings.data_dir)
-    return McpRegistry(mcp, registered, fixed, store, commands=settings.mcp_registry_commands)
+    registry = McpRegistry(mcp, kept, fixed, store, commands=settings.mcp_registry_commands)
+    notices = CatalogNotices(redis, registry.heard, channel=MCP_SERVERS_CHANNEL)
+    registry.announce = notices.announce
+    await stack.enter_async_context(_listening(notices))
+    await stack.enter_async_context(_running(registry.follow()))
+    return registry
 
 
 def _mcp_check(mcp: McpSources) -> Check:
@@ -283,6 +304,18 @@ async def _listening(notices: CatalogNotices) -> AsyncIterator[None]:
         listener.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await listener
+
+
+@contextlib.asynccontextmanager
+async def _running(work: Coroutine[None, None, None]) -> AsyncIterator[None]:
+    """``work`` as a task while the app runs, cancelled on the way out."""
+    task = asyncio.create_task(work)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _key_bytes(key: SecretStr | None) -> bytes | None:

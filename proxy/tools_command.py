@@ -26,16 +26,18 @@ from pathlib import Path
 from typing import TextIO
 
 from pydantic import JsonValue
+from redis.asyncio import Redis
 
 from graph_store.models import Tool
 from graph_store.store import open_store
 from proxy.config import Settings
+from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.mcp.catalog import is_mcp_tool
-from proxy.mcp.registered import RegisteredServers
+from proxy.mcp.registered import open_server_list
 from proxy.mcp.sources import McpSources
 from proxy.tools.catalog import builtin_tools
 from proxy.tools.database.catalog import database_tools
@@ -140,7 +142,14 @@ async def _mcp_session(settings: Settings, tool: Tool) -> AsyncIterator[McpSourc
         yield None
         return
     name = tool.provenance.file
-    servers = [*settings.mcp_servers, *RegisteredServers(settings.data_dir).load()]
+    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    try:
+        servers = [*settings.mcp_servers, *await open_server_list(settings.data_dir, redis).load()]
+    except StoreUnavailable as exc:
+        raise CommandFailed(exc.message, 1) from None
+    finally:
+        if redis is not None:
+            await redis.aclose()
     server = next((s for s in servers if s.name == name), None)
     if server is None:
         raise CommandFailed(f"{tool.name} is from MCP server {name}, which is not configured", 1)

@@ -4,16 +4,24 @@ A stdio server is a command run on the proxy's host, so the API adds one only wh
 ``mcp_registry_commands`` is set: the admin key alone does not give a shell.
 Servers from the settings file are listed and synced but never added or removed
 here (the file is the operator's: edit it and restart); a server added here starts
-at once, is kept in :class:`~proxy.mcp.registered.RegisteredServers` and comes back
+at once, is kept in a :class:`~proxy.mcp.registered.ServerList` and comes back
 after a restart. An HTTP server's host must pass the tools' egress policy when it is
 added, as on every connection after. Removing a server ends its session (a call it
 is running fails) and deletes its tools; a server that is merely down keeps them.
+
+Every add and remove is announced (``announce``, set once the notices exist: a
+notice through Redis to the other workers and replicas, see
+:mod:`proxy.orchestrate.notices`); a process that hears one calls
+:meth:`McpRegistry.heard`, and :meth:`McpRegistry.follow` makes its servers match the
+list again: it starts the kept servers it does not run and stops the ones no longer
+kept, leaving their tools to the worker that deleted them.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 from pydantic import JsonValue
 
@@ -21,36 +29,51 @@ from graph_store.ingest.mcp import parse_mcp
 from graph_store.models import Tool
 from graph_store.store import GraphStore
 from proxy.config import McpServer
-from proxy.errors import Conflict, Forbidden
+from proxy.errors import Conflict, Forbidden, ToolgraphError
 from proxy.mcp.catalog import SyncReport, is_mcp_tool
 from proxy.mcp.connection import McpConnection
-from proxy.mcp.registered import RegisteredServers
+from proxy.mcp.registered import ServerList
 from proxy.mcp.sources import McpSources
+
+log = logging.getLogger(__name__)
+
+Announce = Callable[[], Awaitable[None]]
+
+
+async def _alone() -> None:
+    pass
 
 
 class McpRegistry:
     def __init__(
         self,
         sources: McpSources,
-        registered: RegisteredServers,
+        kept: ServerList,
         fixed: Sequence[str],
         store: GraphStore,
         *,
         commands: bool = False,
+        announce: Announce = _alone,
     ) -> None:
         self._commands = commands
         self._sources = sources
-        self._registered = registered
+        self._kept = kept
         self._fixed = frozenset(fixed)
         self._store = store
+        self.announce = announce
         self._writing = asyncio.Lock()
+        self._heard = asyncio.Event()
 
     async def add(self, server: McpServer) -> dict[str, JsonValue]:
         async with self._writing:
             self._check_allowed(server)
             connection = await self._sources.add(server)
-            saved = await asyncio.to_thread(self._registered.load)
-            await asyncio.to_thread(self._registered.save, [*saved, server])
+            try:
+                await self._kept.put(server)
+            except ToolgraphError:  # not kept: not run either
+                await self._sources.remove(server.name)
+                raise
+        await self.announce()
         return (await self._summaries([connection]))[0]
 
     async def check(self, server: McpServer) -> dict[str, JsonValue]:
@@ -93,9 +116,48 @@ class McpRegistry:
                     code="mcp_server_fixed",
                 )
             deleted = await self._sources.remove(name)
-            saved = await asyncio.to_thread(self._registered.load)
-            await asyncio.to_thread(self._registered.save, [s for s in saved if s.name != name])
+            await self._kept.remove(name)
+        await self.announce()
         return deleted
+
+    def heard(self) -> None:
+        """Another process may have changed the list: :meth:`follow` reads it."""
+        self._heard.set()
+
+    async def follow(self) -> None:
+        """Until cancelled: each time :meth:`heard` is called, match the list."""
+        while True:
+            await self._heard.wait()
+            self._heard.clear()
+            try:
+                await self.reconcile()
+            except ToolgraphError as exc:  # the next notice, or resubscription, tries again
+                log.warning("the MCP server list could not be followed: %s", exc.message)
+            except Exception:  # a task's outermost edge: nobody else would see it
+                log.exception("the MCP server list could not be followed")
+
+    async def reconcile(self) -> None:
+        """Run exactly the kept servers (and the settings file's): start the ones this
+        process does not run, stop the ones no longer kept, restart a changed one."""
+        async with self._writing:
+            kept = {s.name: s for s in await self._kept.load() if s.name not in self._fixed}
+            running = {
+                c.name: c.server for c in self._sources.connections() if c.name not in self._fixed
+            }
+            for name, server in running.items():
+                if kept.get(name) != server:
+                    log.info("MCP server %s is no longer kept: stopping it here", name)
+                    await self._sources.stop(name)
+            for name, server in kept.items():
+                if running.get(name) != server:
+                    self._launch(server)
+
+    def _launch(self, server: McpServer) -> None:
+        log.info("MCP server %s was added by another process: starting it", server.name)
+        try:
+            self._sources.launch(server)
+        except ToolgraphError as exc:  # its host is now outside the egress policy
+            log.warning("MCP server %s is not started here: %s", server.name, exc.message)
 
     async def sync(self, name: str) -> SyncReport:
         return await self._sources.sync(name)

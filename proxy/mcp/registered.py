@@ -1,46 +1,132 @@
-"""MCP servers added through the registry API, kept in ``<data_dir>/mcp_servers.json``.
+"""MCP servers added through the registry API, kept where every worker reads them.
 
 The settings file's ``mcp_servers`` are the operator's and fixed; the ones added at
-run time (``POST /v1/toolgraph/mcp/servers``, ``toolgraph mcp add``) are written
-here, so that a restart and the other workers sharing the data folder start them
-too. The file is replaced whole (written beside it, then renamed), so a reader never
-sees half of it.
+run time (``POST /v1/toolgraph/mcp/servers``, ``toolgraph mcp add``) are kept in a
+:class:`ServerList`, so that a restart, the other workers and the other replicas
+start them too:
+
+- :class:`RedisServers`, with ``redis_url``: one hash, ``toolgraph:mcp_servers``,
+  a field per server, which every replica sharing the Redis reads (each add or
+  remove is one command, so two workers never lose each other's change);
+- :class:`FileServers`, without: ``<data_dir>/mcp_servers.json``, which the workers
+  of one host share, replaced whole (written beside it, then renamed) so that a
+  reader never sees half of it.
+
+Redis's errors are translated to :class:`~proxy.errors.StoreUnavailable` here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from pydantic import TypeAdapter, ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from proxy.config import McpServer
+from proxy.errors import StoreUnavailable
 
 FILE_NAME = "mcp_servers.json"
+REDIS_KEY = "toolgraph:mcp_servers"
+#: The notices' channel for "the list changed" (proxy.orchestrate.notices).
+MCP_SERVERS_CHANNEL = "toolgraph:mcp_servers"
 _SERVERS = TypeAdapter(list[McpServer])
 
 
-class RegisteredServers:
+class ServerList(Protocol):
+    async def load(self) -> list[McpServer]:
+        """The servers added through the API, by name."""
+        ...
+
+    async def put(self, server: McpServer) -> None:
+        """Keep ``server`` (one of the same name is replaced)."""
+        ...
+
+    async def remove(self, name: str) -> None:
+        """Forget server ``name``, if it is kept."""
+        ...
+
+
+def open_server_list(data_dir: Path, redis: Redis | None) -> ServerList:
+    """Redis's list when there is a Redis, else the data folder's file."""
+    return FileServers(data_dir) if redis is None else RedisServers(redis)
+
+
+class FileServers:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
 
-    def load(self) -> list[McpServer]:
-        """The servers in the file; none when there is no file. A file that does not
-        parse is an error naming it (hand-edited, most likely)."""
+    async def load(self) -> list[McpServer]:
+        return await asyncio.to_thread(self._read)
+
+    async def put(self, server: McpServer) -> None:
+        servers = [s for s in await self.load() if s.name != server.name]
+        await asyncio.to_thread(self._write, sorted([*servers, server], key=_name))
+
+    async def remove(self, name: str) -> None:
+        await asyncio.to_thread(self._write, [s for s in await self.load() if s.name != name])
+
+    def _read(self) -> list[McpServer]:
+        """None when there is no file; a file that does not parse is an error naming
+        it (hand-edited, most likely)."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
         try:
-            return _SERVERS.validate_json(text)
+            return sorted(_SERVERS.validate_json(text), key=_name)
         except ValidationError as exc:
             raise ValueError(f"{self.path}: not a list of MCP servers: {exc}") from None
 
-    def save(self, servers: Sequence[McpServer]) -> None:
-        records = [server.model_dump(mode="json", exclude_defaults=True) for server in servers]
+    def _write(self, servers: list[McpServer]) -> None:
+        records = [_record(server) for server in servers]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(f".{os.getpid()}.tmp")
         partial.write_text(json.dumps(records, indent=2) + "\n", encoding="utf-8")
         os.replace(partial, self.path)
+
+
+class RedisServers:
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+
+    async def load(self) -> list[McpServer]:
+        try:
+            fields = await self._redis.hgetall(REDIS_KEY)
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
+        servers = []
+        for name, value in fields.items():
+            try:
+                servers.append(McpServer.model_validate_json(value))
+            except ValidationError as exc:
+                raise ValueError(f"Redis {REDIS_KEY} {name!r}: not an MCP server: {exc}") from None
+        return sorted(servers, key=_name)
+
+    async def put(self, server: McpServer) -> None:
+        try:
+            await self._redis.hset(REDIS_KEY, server.name, json.dumps(_record(server)))
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
+
+    async def remove(self, name: str) -> None:
+        try:
+            await self._redis.hdel(REDIS_KEY, name)
+        except (RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
+
+
+def _name(server: McpServer) -> str:
+    return server.name
+
+
+def _record(server: McpServer) -> dict[str, object]:
+    return server.model_dump(mode="json", exclude_defaults=True)
+
+
+def _unavailable(exc: BaseException) -> StoreUnavailable:
+    return StoreUnavailable(f"the MCP server list in Redis cannot be reached: {exc}")

@@ -55,6 +55,7 @@ class McpSources:
         self._call_timeout = call_timeout
         self._policy = policy or EgressPolicy()
         self._connections = {server.name: self._connection(server) for server in servers}
+        self._ending: set[McpConnection] = set()  # removed or stopped, not closed yet
         self._writing = asyncio.Lock()
 
     def _connection(self, server: McpServer) -> McpConnection:
@@ -66,8 +67,10 @@ class McpSources:
             connection.start()
 
     async def aclose(self) -> None:
-        """End every session (a stdio server's process with it)."""
-        await asyncio.gather(*(c.aclose() for c in self._connections.values()))
+        """End every session (a stdio server's process with it), those a cancelled
+        :meth:`remove` or :meth:`stop` left closing too."""
+        ending = [*self._connections.values(), *self._ending]
+        await asyncio.gather(*(c.aclose() for c in ending))
 
     async def settled(self) -> None:
         """Wait until every server's first connection attempt has ended, either way."""
@@ -83,13 +86,18 @@ class McpSources:
     async def add(self, server: McpServer) -> McpConnection:
         """Start ``server`` and wait for its first connection attempt (at most its
         ``connect_timeout``); a server that is down stays added and is retried."""
+        connection = self.launch(server)
+        await connection.tried.wait()
+        return connection
+
+    def launch(self, server: McpServer) -> McpConnection:
+        """Start ``server`` in the background."""
         if server.name in self._connections:
             raise Conflict(f"an MCP server named {server.name!r} exists", param="name")
         if server.url is not None:
             self._policy.check_host(urlsplit(server.url).hostname or "")
         connection = self._connections[server.name] = self._connection(server)
         connection.start()
-        await connection.tried.wait()
         return connection
 
     async def probe(self, server: McpServer) -> list[JsonValue]:
@@ -100,11 +108,22 @@ class McpSources:
             self._policy.check_host(urlsplit(server.url).hostname or "")
         return await probe_server(server, self._policy)
 
+    async def stop(self, name: str) -> None:
+        """End server ``name``'s session and leave its tools in the store (another
+        worker removed it, and deleted them)."""
+        await self._end(name)
+        await self.on_change()
+
+    async def _end(self, name: str) -> None:
+        connection = self._connections.pop(self._known(name))
+        self._ending.add(connection)
+        await connection.aclose()
+        self._ending.discard(connection)  # not when cancelled: aclose() ends it then
+
     async def remove(self, name: str) -> int:
         """Stop server ``name`` and delete its tools; how many were deleted. A call it
         is running fails (the session ends under it)."""
-        connection = self._connections.pop(self._known(name))
-        await connection.aclose()
+        await self._end(name)
         report = await self._write(name, [])
         await self.on_change()
         return report.deleted

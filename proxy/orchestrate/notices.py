@@ -3,7 +3,9 @@
 A notice only makes a re-sync sooner. The graph store's version stamp, which a
 replica checks every ``orchestrate.catalog_check_interval`` seconds, is what makes
 it happen, so a notice lost to a Redis outage costs at most that interval. A process
-ignores its own notices: it marked its catalog stale when it wrote.
+ignores its own notices: it marked its catalog stale when it wrote. The same notices,
+on a channel of their own, tell the workers that the registry's list of MCP servers
+changed (:mod:`proxy.mcp.admin`).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ class CatalogNotices:
     """Calls ``changed`` (mark the catalog stale) on this process's writes and, through
     Redis when there is one, on every other process's."""
 
-    def __init__(self, redis: Redis | None, changed: Callable[[], None]) -> None:
+    def __init__(
+        self, redis: Redis | None, changed: Callable[[], None], channel: str = CHANNEL
+    ) -> None:
         self._redis = redis
         self._changed = changed
+        self._channel = channel
         self._sender = uuid.uuid4().hex.encode()
         self._interrupted = False
 
@@ -39,7 +44,7 @@ class CatalogNotices:
         if self._redis is None:
             return
         try:
-            await self._redis.publish(CHANNEL, self._sender)
+            await self._redis.publish(self._channel, self._sender)
         except (RedisError, OSError) as exc:
             log.warning("the catalog change notice was not sent: %s", exc)
 
@@ -58,7 +63,7 @@ class CatalogNotices:
     async def _receive(self) -> None:
         assert self._redis is not None
         async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(CHANNEL)
+            await pubsub.subscribe(self._channel)
             if self._interrupted:  # notices may have been missed meanwhile
                 self._interrupted = False
                 self._changed()

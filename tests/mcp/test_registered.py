@@ -1,0 +1,60 @@
+"""The kept list of MCP servers added through the API: the same tests over its two
+backends, the data folder's file and a real Redis."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+
+from proxy.config import McpServer
+from proxy.errors import StoreUnavailable
+from proxy.mcp.registered import REDIS_KEY, FileServers, RedisServers, ServerList
+from tests.conftest import free_port
+
+
+@pytest.fixture(params=["file", "redis"])
+async def kept(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: str
+) -> AsyncIterator[ServerList]:
+    if request.param == "file":
+        yield FileServers(tmp_path)
+        return
+    redis = Redis.from_url(redis_server)
+    await redis.delete(REDIS_KEY)
+    try:
+        yield RedisServers(redis)
+    finally:
+        await redis.delete(REDIS_KEY)
+        await redis.aclose()
+
+
+def stdio(name: str, *argv: str) -> McpServer:
+    return McpServer(name=name, command=list(argv or ["mcp-server"]), env={"KEY": "v"})
+
+
+async def test_kept_replaced_and_forgotten_by_name(kept: ServerList) -> None:
+    assert await kept.load() == []
+    await kept.put(stdio("b"))
+    await kept.put(McpServer(name="a", url="https://mcp.example.com/mcp"))
+    assert [s.name for s in await kept.load()] == ["a", "b"]
+    await kept.put(stdio("b", "other-server", "--flag"))
+    (a, b) = await kept.load()
+    assert b == stdio("b", "other-server", "--flag")
+    assert a.url == "https://mcp.example.com/mcp"
+    await kept.remove("a")
+    await kept.remove("never-kept")
+    assert await kept.load() == [stdio("b", "other-server", "--flag")]
+
+
+async def test_a_redis_that_cannot_be_reached_is_store_unavailable() -> None:
+    redis = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        with pytest.raises(StoreUnavailable, match="MCP server list"):
+            await RedisServers(redis).load()
+        with pytest.raises(StoreUnavailable):
+            await RedisServers(redis).put(stdio("a"))
+    finally:
+        await redis.aclose()
