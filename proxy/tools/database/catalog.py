@@ -10,37 +10,24 @@ holds the open databases and their in-process functions for the executor's
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pydantic import JsonValue
 
-from graph_store.ingest.openai_spec import parse_openai
-from graph_store.models import Endpoint, Tool
+from graph_store.models import Tool
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.errors import ToolgraphError
-from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
+from proxy.tools._pack_catalog import ToolSpec, pack_functions, pack_tools
+from proxy.tools.builtin import PythonTool
 from proxy.tools.database import functional, navigation
 from proxy.tools.database.engine import ReadOnlyDatabase
 
 log = logging.getLogger(__name__)
 
-DatabaseTool = Callable[[ReadOnlyDatabase, Mapping[str, JsonValue]], Awaitable[JsonValue]]
-
 _TABLE: JsonValue = {"type": "string", "description": "A table's name, as list_tables gives it."}
 _COLUMN: JsonValue = {"type": "string", "description": "A column of that table."}
 _VALUE: JsonValue = {"type": ["string", "number"], "description": "The value to look for."}
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    suffix: str
-    function: DatabaseTool
-    description: str
-    properties: dict[str, JsonValue]
-    required: tuple[str, ...] = ()
-    example: JsonValue = None
 
 
 #: The tools whose descriptions carry the schema's outline: the ones that take SQL. With
@@ -49,7 +36,7 @@ class ToolSpec:
 _OUTLINED = frozenset({"run_select", "check_where"})
 OUTLINE_CHARS = 1000
 
-SPECS: tuple[ToolSpec, ...] = (
+SPECS: tuple[ToolSpec[ReadOnlyDatabase], ...] = (
     ToolSpec(
         "list_tables",
         navigation.list_tables,
@@ -148,39 +135,9 @@ def database_tools(settings: Sequence[DatabaseSettings]) -> list[Tool]:
 
 
 def _tools_of(database: DatabaseSettings) -> list[Tool]:
-    group = f"database_{database.name}"
-    what = f"{database.name} database"
-    if database.description:
-        what += f" ({database.description.rstrip('.')})"
     outline = _outline(database)
-    specs: list[dict[str, JsonValue]] = [
-        {
-            "name": f"{database.name}_{spec.suffix}",
-            "description": spec.description.format(what=what)
-            + (f" Tables: {outline}" if outline and spec.suffix in _OUTLINED else ""),
-            "x-group": group,
-            "x-category": "database",
-            "parameters": {
-                "type": "object",
-                "properties": spec.properties,
-                "required": list(spec.required),
-            },
-        }
-        for spec in SPECS
-    ]
-    parsed = parse_openai(Path(f"packs/{group}.json"), {"tools": specs})
-    if parsed.errors:
-        raise RuntimeError(f"the database pack's specs are invalid: {parsed.errors}")
-    examples = {f"{database.name}_{spec.suffix}": spec.example for spec in SPECS}
-    return [
-        tool.model_copy(
-            update={
-                "endpoint": Endpoint(method="POST", url=f"{BUILTIN_SCHEME}{tool.name}"),
-                "response_example": examples[tool.name],
-            }
-        )
-        for tool in parsed.tools
-    ]
+    appended = {suffix: f" Tables: {outline}" for suffix in _OUTLINED} if outline else {}
+    return pack_tools("database", database.name, database.description, SPECS, appended)
 
 
 @dataclass
@@ -195,19 +152,8 @@ class DatabasePack:
 
     def functions(self) -> dict[str, PythonTool]:
         """Each database's tools by catalog name, for the executor."""
-        return {
-            f"{db.name}_{spec.suffix}": _bound(spec.function, db)
-            for db in self.databases
-            for spec in SPECS
-        }
+        return pack_functions(self.databases, SPECS)
 
     def close(self) -> None:
         for db in self.databases:
             db.dispose()
-
-
-def _bound(function: DatabaseTool, db: ReadOnlyDatabase) -> PythonTool:
-    async def call(arguments: Mapping[str, JsonValue]) -> JsonValue:
-        return await function(db, arguments)
-
-    return call

@@ -10,21 +10,19 @@ in-process functions for the executor's :class:`~proxy.tools.builtin.PythonTools
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import JsonValue
 
-from graph_store.ingest.openai_spec import parse_openai
-from graph_store.models import Edge, EdgeKind, Endpoint, Tool
+from graph_store.models import Edge, EdgeKind, Tool
 from proxy.config import KnowledgeGraphPack as GraphSettings
-from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
+from proxy.tools._pack_catalog import ToolSpec, pack_functions, pack_tools
+from proxy.tools.builtin import PythonTool
 from proxy.tools.knowledge_graph import tools
 from proxy.tools.knowledge_graph.backend import GraphBackend
 from proxy.tools.knowledge_graph.tools import KnowledgeGraph
-
-GraphTool = Callable[[KnowledgeGraph, Mapping[str, JsonValue]], Awaitable[JsonValue]]
 
 #: The graph shipped with the package (``path: demo``): see demo/README.md.
 DEMO = Path(__file__).parent / "demo" / "geography.ttl"
@@ -40,17 +38,7 @@ _SET: dict[str, JsonValue] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    suffix: str
-    function: GraphTool
-    description: str
-    properties: dict[str, JsonValue]
-    required: tuple[str, ...]
-    example: JsonValue
-
-
-SPECS: tuple[ToolSpec, ...] = (
+SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
     ToolSpec(
         "find_entities",
         tools.find_entities,
@@ -130,37 +118,7 @@ def knowledge_graph_tools(settings: Sequence[GraphSettings]) -> list[Tool]:
 
 
 def _tools_of(graph: GraphSettings) -> list[Tool]:
-    group = f"knowledge_graph_{graph.name}"
-    what = f"{graph.name} knowledge graph"
-    if graph.description:
-        what += f" ({graph.description.rstrip('.')})"
-    specs: list[dict[str, JsonValue]] = [
-        {
-            "name": f"{graph.name}_{spec.suffix}",
-            "description": spec.description.format(what=what),
-            "x-group": group,
-            "x-category": "knowledge_graph",
-            "parameters": {
-                "type": "object",
-                "properties": spec.properties,
-                "required": list(spec.required),
-            },
-        }
-        for spec in SPECS
-    ]
-    parsed = parse_openai(Path(f"packs/{group}.json"), {"tools": specs})
-    if parsed.errors:
-        raise RuntimeError(f"the knowledge-graph pack's specs are invalid: {parsed.errors}")
-    examples = {f"{graph.name}_{spec.suffix}": spec.example for spec in SPECS}
-    return [
-        tool.model_copy(
-            update={
-                "endpoint": Endpoint(method="POST", url=f"{BUILTIN_SCHEME}{tool.name}"),
-                "response_example": examples[tool.name],
-            }
-        )
-        for tool in parsed.tools
-    ]
+    return pack_tools("knowledge_graph", graph.name, graph.description, SPECS)
 
 
 #: Origin of the preconditions' edges in the tool graph (replaced as a whole).
@@ -213,11 +171,7 @@ class KnowledgeGraphPack:
 
     def functions(self) -> dict[str, PythonTool]:
         """Each graph's tools by catalog name, for the executor."""
-        return {
-            f"{graph.name}_{spec.suffix}": _bound(spec.function, graph)
-            for graph in self.graphs
-            for spec in SPECS
-        }
+        return pack_functions(self.graphs, SPECS)
 
     async def aclose(self) -> None:
         for graph in self.graphs:
@@ -239,10 +193,3 @@ def _opener(settings: GraphSettings) -> Callable[[], Awaitable[GraphBackend]]:
         return RdfGraph(store)
 
     return open_backend
-
-
-def _bound(function: GraphTool, graph: KnowledgeGraph) -> PythonTool:
-    async def call(arguments: Mapping[str, JsonValue]) -> JsonValue:
-        return await function(graph, arguments)
-
-    return call
