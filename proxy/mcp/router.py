@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import ValidationError
 
 from proxy.config import McpServer
-from proxy.errors import Forbidden, InvalidRequest
+from proxy.errors import Forbidden
 from proxy.mcp.admin import McpRegistry
-from proxy.protocol.base import format_param
-from proxy.protocol.body import decode_body, read_body
+from proxy.protocol.body import read_model
 from proxy.registry.router import require_admin
 from proxy.responses import JSONResponse
 from proxy.services import services_of
@@ -36,14 +34,7 @@ async def add_server(request: Request, dry_run: bool = False) -> JSONResponse:
     """Add a server (the settings file's ``mcp_servers`` item shape) and connect to it;
     ``?dry_run=true`` connects once, lists its tools and keeps nothing."""
     limits = services_of(request).settings.limits
-    body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
-    try:
-        server = McpServer.model_validate(body)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        raise InvalidRequest(
-            error["msg"], param=format_param(error["loc"]) or None, code="invalid_mcp_server"
-        ) from None
+    server = await read_model(request, limits, McpServer, "invalid_mcp_server")
     if dry_run:
         return JSONResponse(await _registry(request).check(server))
     return JSONResponse(await _registry(request).add(server), status_code=201)

@@ -5,11 +5,9 @@ from __future__ import annotations
 import hmac
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import ValidationError
 
-from proxy.errors import AuthenticationFailed, Forbidden, InvalidRequest
-from proxy.protocol.base import format_param
-from proxy.protocol.body import decode_body, read_body
+from proxy.errors import AuthenticationFailed, Forbidden
+from proxy.protocol.body import read_model
 from proxy.registry.protocol import RegisterTools, tool_summary
 from proxy.registry.service import ToolRegistry
 from proxy.responses import JSONResponse
@@ -54,14 +52,7 @@ async def get_tool(key: str, request: Request) -> JSONResponse:
 async def register_tools(request: Request, dry_run: bool = False) -> JSONResponse:
     """Add or update tools; ``?dry_run=true`` checks them and stores nothing."""
     limits = services_of(request).settings.limits
-    body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
-    try:
-        wanted = RegisterTools.model_validate(body)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        raise InvalidRequest(
-            error["msg"], param=format_param(error["loc"]) or None, code="invalid_tool"
-        ) from None
+    wanted = await read_model(request, limits, RegisterTools, "invalid_tool")
     tools, checks = await _registry(request).register(wanted, store=not dry_run)
     return JSONResponse(
         {
