@@ -30,6 +30,7 @@ from redis.asyncio import Redis
 
 from graph_store.models import Tool
 from graph_store.store import open_store
+from proxy._command import CommandFailed, run_reported
 from proxy.config import Settings
 from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
@@ -47,14 +48,6 @@ COMMANDS = ("tools",)
 _NODE = "call"
 
 
-class CommandFailed(Exception):
-    """One line for stderr, and the exit status."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tools = commands.add_parser("tools", help="run catalog tools from a shell")
     actions = tools.add_subparsers(dest="action", required=True)
@@ -68,16 +61,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    try:
-        arguments = parse_arguments(args.arguments)
-        tool = find_tool(settings, args.name)
-        result = asyncio.run(call_tool(settings, tool, arguments, compress=args.compress))
-    except CommandFailed as exc:
-        print(f"toolgraph: {exc}", file=sys.stderr)
-        return exc.status
-    out.write(result + "\n")
-    return 0
+    return run_reported("toolgraph", lambda: _run(args, settings), out or sys.stdout)
+
+
+def _run(args: argparse.Namespace, settings: Settings) -> str:
+    arguments = parse_arguments(args.arguments)
+    tool = find_tool(settings, args.name)
+    return asyncio.run(call_tool(settings, tool, arguments, compress=args.compress))
 
 
 def parse_arguments(text: str) -> dict[str, JsonValue]:

@@ -25,18 +25,13 @@ from typing import Any, TextIO
 
 import httpx
 
+from proxy._command import CommandFailed, run_reported
 from proxy.config import Settings
 
 COMMANDS = ("mcp",)
 PATH = "/v1/toolgraph/mcp/servers"
 #: Adding waits for the server's first connection (its connect_timeout, 30 s by default).
 TIMEOUT = 120.0
-
-
-class CommandFailed(Exception):
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,13 +56,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    try:
-        out.write(_run(args, settings) + "\n")
-    except CommandFailed as exc:
-        print(f"toolgraph mcp: {exc}", file=sys.stderr)
-        return exc.status
-    return 0
+    return run_reported("toolgraph mcp", lambda: _run(args, settings), out or sys.stdout)
 
 
 def _run(args: argparse.Namespace, settings: Settings) -> str:
