@@ -74,7 +74,7 @@ def _trace(model: Path, pooling: str, out: Path, delta: WeightDelta | None) -> N
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            _pooled(network, pooling),
+            pooled(network, pooling),
             args,
             str(out),
             input_names=list(INPUTS),
@@ -122,12 +122,13 @@ def _convert(source: Path, out: Path, precision: Precision) -> None:
         )
 
 
-def _pooled(network: torch.nn.Module, pooling: str) -> torch.nn.Module:
-    """``network`` followed by FlagModel's pooling and the L2 norm, as one module."""
+def pooled(network: torch.nn.Module, pooling: str | None) -> torch.nn.Module:
+    """``network`` followed by FlagModel's pooling and the L2 norm, as one module; with
+    no ``pooling``, its last hidden states (what the fine-tuning's lower layers keep)."""
     import torch
 
     class Pooled(torch.nn.Module):
-        def __init__(self, network: torch.nn.Module, pooling: str) -> None:
+        def __init__(self, network: torch.nn.Module, pooling: str | None) -> None:
             super().__init__()
             self.network = network
             self.pooling = pooling
@@ -138,11 +139,13 @@ def _pooled(network: torch.nn.Module, pooling: str) -> torch.nn.Module:
             attention_mask: torch.Tensor,
             token_type_ids: torch.Tensor,
         ) -> torch.Tensor:
-            hidden = self.network(
+            hidden: torch.Tensor = self.network(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 token_type_ids=token_type_ids,
             ).last_hidden_state
+            if self.pooling is None:
+                return hidden
             if self.pooling == "cls":
                 pooled = hidden[:, 0]
             else:

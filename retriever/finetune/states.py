@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm import tqdm
 
+from retriever._onnx_export import INPUTS, pooled
 from retriever.embedder import MAX_TOKENS, Vectors
 
 if TYPE_CHECKING:
@@ -93,17 +94,16 @@ class LowerLayers:
         import torch
 
         out = Path(tempfile.mkdtemp(prefix="lower-layers-")) / "lower.onnx"
-        names = ("input_ids", "attention_mask", "token_type_ids")
         sample = self.tokenizer(["a text", "a longer text than that"], padding=True)
-        args = tuple(torch.tensor(sample[name]) for name in names)
-        axes = {name: {0: "batch", 1: "tokens"} for name in names}
+        args = tuple(torch.tensor(sample[name]) for name in INPUTS)
+        axes = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
         with torch.inference_mode(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                _last_hidden(self.network),
+                pooled(self.network, None),
                 args,
                 str(out),
-                input_names=list(names),
+                input_names=list(INPUTS),
                 output_names=["hidden"],
                 dynamic_axes={**axes, "hidden": {0: "batch", 1: "tokens"}},
                 opset_version=17,
@@ -165,32 +165,6 @@ class LowerLayers:
         np.savez(partial, tokens=states.tokens, offsets=states.offsets)
         partial.replace(path)
         return states
-
-
-def _last_hidden(network: torch.nn.Module) -> torch.nn.Module:
-    """The truncated network with its last states as the one output (for the export)."""
-    import torch
-
-    class LastHidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.network = network
-
-        def forward(
-            self,
-            input_ids: torch.Tensor,
-            attention_mask: torch.Tensor,
-            token_type_ids: torch.Tensor,
-        ) -> torch.Tensor:
-            out = self.network(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=token_type_ids,
-            )
-            hidden: torch.Tensor = out.last_hidden_state
-            return hidden
-
-    return LastHidden()
 
 
 def _options(threads: int) -> object:
