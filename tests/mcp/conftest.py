@@ -10,16 +10,17 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from eval.brain import Brain
+from eval.brain import Brain, plan_of
 from eval.fake_upstream import FakeUpstream
 from graph_store.memory import InProcessStore
 from proxy.config import McpServer
 from proxy.mcp.sources import McpSources
-from tests.conftest import ServerThread, unavailable
+from tests.conftest import ServerThread, StartProxy, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 #: npm's MCP servers, installed from tests/mcp/node/package-lock.json.
@@ -115,3 +116,38 @@ def wait_connected(server: ServerThread) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError("the MCP servers did not connect")
         time.sleep(0.05)
+
+
+ServeMcp = Callable[..., ServerThread]
+
+
+@pytest.fixture
+def serve_mcp(start_proxy: StartProxy) -> ServeMcp:
+    """Starts the proxy with the tests' stdio server, the LLM planner offered 20 tools and
+    no gate (``overrides`` added), and returns it once the server has connected."""
+
+    def serve(**overrides: Any) -> ServerThread:
+        server = start_proxy(
+            mcp_servers=[python_server().model_dump()],
+            planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+            orchestrate={"gate": False},
+            **overrides,
+        )
+        wait_connected(server)
+        return server
+
+    return serve
+
+
+def plan_oslo_weather(brain: Brain) -> None:
+    """Scripts the brain for "the weather in Oslo": the city's coordinates, then the
+    forecast at them."""
+    brain.plan = plan_of(
+        ("Find the coordinates of Oslo", []),
+        ("Get the weather forecast at those coordinates", ["s1"]),
+    )
+    brain.tools = {"coordinates of": "test_lookup_city", "forecast": "test_forecast"}
+    brain.arguments = {
+        "coordinates of": {"city": "Oslo"},
+        "forecast": {"latitude": 59.91, "longitude": 10.75},
+    }

@@ -13,9 +13,8 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
-from eval.brain import plan_of
 from tests.conftest import ServerThread, StartProxy
-from tests.mcp.conftest import Brain, python_server, wait_connected
+from tests.mcp.conftest import Brain, ServeMcp, plan_oslo_weather
 
 KEY = "sk-master-0123456789"
 
@@ -88,30 +87,11 @@ def test_a_missing_or_wrong_key_is_refused(proxy: ServerThread, authorization: s
     assert response.json()["error"]["type"] == "authentication_error"
 
 
-def brain_for_oslo(brain: Brain) -> None:
-    brain.plan = plan_of(
-        ("Find the coordinates of Oslo", []),
-        ("Get the weather forecast at those coordinates", ["s1"]),
-    )
-    brain.tools = {"coordinates of": "test_lookup_city", "forecast": "test_forecast"}
-    brain.arguments = {
-        "coordinates of": {"city": "Oslo"},
-        "forecast": {"latitude": 59.91, "longitude": 10.75},
-    }
-
-
 async def test_plan_shows_the_dag_and_run_answers_with_its_trace(
-    start_proxy: StartProxy, brain: Brain
+    serve_mcp: ServeMcp, brain: Brain
 ) -> None:
-    proxy = start_proxy(
-        master_key=KEY,
-        upstream_api_key="sk-upstream-0123456789",
-        mcp_servers=[python_server().model_dump()],
-        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
-        orchestrate={"gate": False},
-    )
-    wait_connected(proxy)
-    brain_for_oslo(brain)
+    proxy = serve_mcp(master_key=KEY, upstream_api_key="sk-upstream-0123456789")
+    plan_oslo_weather(brain)
     ask = {"request": "What is the weather in Oslo?", "model": "fake-model"}
     async with connected(proxy) as client:
         unnamed = await client.call_tool("plan", {"request": "What is the weather in Oslo?"})
@@ -124,7 +104,7 @@ async def test_plan_shows_the_dag_and_run_answers_with_its_trace(
         assert calls["s1"]["tool"] == "test_lookup_city"
         assert (calls["s2"]["tool"], calls["s2"]["needs"]) == ("test_forecast", ["s1"])
         assert all(decision["reason"] for decision in plan["decisions"])
-        brain_for_oslo(brain)
+        plan_oslo_weather(brain)
         ran = await client.call_tool("run", ask)
     assert not ran.is_error, ran
     result = json.loads(text_of(ran))

@@ -10,23 +10,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from eval.brain import plan_of
 from graph_store.memory import InProcessStore
 from proxy.mcp.catalog import sync_server
 from tests.conftest import ServerThread, StartProxy
-from tests.mcp.conftest import Brain, python_server, wait_connected
+from tests.mcp.conftest import Brain, ServeMcp, plan_oslo_weather, python_server, wait_connected
 from tests.mcp.server import TOOLS
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
-
-
-def serve(start_proxy: StartProxy) -> ServerThread:
-    server = start_proxy(
-        mcp_servers=[python_server().model_dump()],
-        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
-        orchestrate={"gate": False},
-    )
-    wait_connected(server)
-    return server
 
 
 def orchestrate(
@@ -42,19 +31,9 @@ def orchestrate(
     return answer, calls
 
 
-def test_a_plan_runs_two_mcp_tools_one_feeding_the_other(
-    start_proxy: StartProxy, brain: Brain
-) -> None:
-    server = serve(start_proxy)
-    brain.plan = plan_of(
-        ("Find the coordinates of Oslo", []),
-        ("Get the weather forecast at those coordinates", ["s1"]),
-    )
-    brain.tools = {"coordinates of": "test_lookup_city", "forecast": "test_forecast"}
-    brain.arguments = {
-        "coordinates of": {"city": "Oslo"},
-        "forecast": {"latitude": 59.91, "longitude": 10.75},
-    }
+def test_a_plan_runs_two_mcp_tools_one_feeding_the_other(serve_mcp: ServeMcp, brain: Brain) -> None:
+    server = serve_mcp()
+    plan_oslo_weather(brain)
     answer, calls = orchestrate(server, "What is the weather in Oslo?")
     assert [calls[n]["tool"] for n in ("s1", "s2")] == ["test_lookup_city", "test_forecast"]
     assert all(call["outcome"] == "ok" for call in calls.values())
@@ -65,9 +44,9 @@ def test_a_plan_runs_two_mcp_tools_one_feeding_the_other(
 
 
 def test_a_server_that_crashes_mid_call_fails_the_call_not_the_request(
-    start_proxy: StartProxy, brain: Brain
+    serve_mcp: ServeMcp, brain: Brain
 ) -> None:
-    server = serve(start_proxy)
+    server = serve_mcp()
     brain.one_step("Stop the server in the middle of the call", "Stop", "test_crash", {})
     answer, calls = orchestrate(server, "Crash the test server, please.")
     (call,) = calls.values()
@@ -108,9 +87,9 @@ def test_the_tools_of_a_server_that_is_down_are_not_offered(
 
 
 def test_a_destructive_tool_runs_only_under_an_idempotency_key(
-    start_proxy: StartProxy, brain: Brain
+    serve_mcp: ServeMcp, brain: Brain
 ) -> None:
-    server = serve(start_proxy)
+    server = serve_mcp()
     brain.one_step("Delete the record r1", "Delete", "test_reject", {"record": "r1"})
     answer, calls = orchestrate(server, "Delete record r1.")
     (refused,) = calls.values()
