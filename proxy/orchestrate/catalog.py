@@ -9,7 +9,10 @@ database pack's tools are written into the graph store when missing or changed,
 and the Qdrant collection is brought in step with the store (only changed tools
 are embedded) before the in-process index is loaded from it, and the no-tool
 gate embeds the tools it weighs a request against (kept in the data folder's
-embeddings cache, so a restart embeds nothing). The long-term plan memory uses the same
+embeddings cache, so a restart embeds nothing). The gate and the planner read the
+request through one memory of recent vectors (:mod:`retriever.recent`): a question
+costs one forward pass, not one for the gate, one for the plan and one for the plan
+memory. The long-term plan memory uses the same
 Qdrant client, and every call to it runs on the client's own thread: local mode is
 not thread-safe, and the memory is read and written while requests run. Readiness
 counts both collections (:meth:`CatalogService.check`), so a store that no
@@ -222,6 +225,7 @@ class CatalogService:
         from proxy.plan.planner import RequestPlanner
         from retriever.catalog import build_index, load_index
         from retriever.qdrant_store import QdrantCatalog, collection_name
+        from retriever.recent import remembering
 
         settings = self._settings
         if self.store is None:
@@ -258,7 +262,7 @@ class CatalogService:
         finder = CandidateFinder(store, index, weights_from(planner), mode=planner.graph_mode)
         catalog = Catalog(
             store,
-            RequestPlanner(finder, encoder, planner, self._memory),
+            RequestPlanner(finder, remembering(encoder), planner, self._memory),
             {tool.name: tool for tool in tools},
             self._gate(tools) if settings.orchestrate.gate else None,
         )
@@ -283,6 +287,7 @@ class CatalogService:
         from retriever.gate.catalog import CatalogGate
         from retriever.gate.features import gate_document
         from retriever.gate.model import load_gate
+        from retriever.recent import remembering
 
         # The gate reads the encoder it was fitted on whatever encoder the index uses
         # (the same loaded copy when it is the index's too).
@@ -290,7 +295,7 @@ class CatalogService:
         encoder = load_encoder(gate.encoder_config(self._settings.retriever))
         documents = [gate_document(tool_fields(tool)) for tool in tools]
         self._gate_vectors_from_disk(encoder, documents)
-        return CatalogGate(gate, encoder, documents, self._gate_vectors)
+        return CatalogGate(gate, remembering(encoder), documents, self._gate_vectors)
 
     def _gate_vectors_from_disk(self, encoder: Encoder, documents: list[str]) -> None:
         """The gate's vectors of tools this process has not seen, from the embeddings

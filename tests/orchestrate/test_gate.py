@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from proxy.config import load_settings
+from retriever.embedder import load_encoder
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
 
@@ -91,3 +93,22 @@ def test_the_quick_start_question_keeps_its_tools(gated: ServerThread, brain: Br
     (call,) = recorded["calls"]
     assert call["tool"] == "evaluate_expression"
     assert "0.125" in answer
+
+
+def test_a_question_costs_one_forward_pass(
+    start_proxy: StartProxy, brain: Brain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate, the planner and the plan memory read the same question: they share
+    one pass of the model (a profile found three, the largest part of the plan's time)."""
+    monkeypatch.delenv("TOOLGRAPH_ORCHESTRATE__GATE")
+    server = start_proxy(planner={"policy": "graph"})
+    brain.one_step(QUESTION, "2*pi", "evaluate_expression", {"expression": "2*pi*51"})
+    ask(server, QUESTION)  # loads the catalog
+    encoder = load_encoder(load_settings().retriever)
+    before = encoder.counts.texts
+
+    _, recorded = ask(server, "Evaluate the expression 2*pi*51 numerically.")
+
+    assert recorded["gate"]["decision"] == "tool"
+    assert recorded["calls"][0]["outcome"] == "ok"
+    assert encoder.counts.texts - before == 1
