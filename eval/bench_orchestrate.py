@@ -1,26 +1,37 @@
 """Where an orchestrated request's time goes, with the model's own time taken out.
 
-    python -m eval.bench_orchestrate [--requests 40]
+    python -m eval.bench_orchestrate [--requests 40] [--baseline REV]
 
-A real proxy (uvicorn, in a thread) in front of the fake upstream, which answers
-every prompt at once (arguments for the built-in ``evaluate_expression``, a short
-answer), so what is left is toolgraph's own work: loading the catalog, planning
-(embedding the request, hybrid search over the catalog, the graph), running the
-tool in its sandbox, compressing, and the answer's relay. Two plans:
+A real proxy (uvicorn, a process of its own, logging as ``toolgraph serve`` does) in
+front of the fake upstream, which answers every prompt at once (arguments for the
+built-in ``evaluate_expression``, a short answer), so what is left is toolgraph's own
+work: loading the catalog, the no-tool gate and planning (embedding the request,
+hybrid search over the catalog, the graph), running the tool in its sandbox,
+compressing, and the answer's relay. Two plans:
 
 * ``one tool``: the LLM-free policy, one call (``planner.policy: graph``);
 * ``three branches``: the LLM policy with a scripted decomposition into three
   independent calls and a fourth that needs them, to compare the execute stage
   with the sum of the calls' own durations (the parallel speed-up in a request).
 
-Stage times come from each request's trace; wall and time to first event from
-the client (the official SDK). Results: a table here,
+Every request asks about a number of its own, so that nothing a request embedded is
+found again by the next one. ``--baseline REV`` serves the same requests from the
+code at ``REV`` too, in another process at the same time, the two interleaved in
+blocks, and the table gives each figure's ratio (this tree / ``REV``): the machine is
+shared, so a before and an after taken at different times compare two loads.
+
+Stage times come from each request's trace, wall time from the client (the official
+SDK), toolgraph's own time from the ``x-toolgraph-overhead-ms`` header (the request's
+time less its waits on the upstream; it includes the tool's sandbox), and CPU per
+request from the proxy process (:mod:`eval._bench_arms`: the model and the sandbox run
+in other processes, so it is toolgraph's own work). Results: a table here,
 ``eval/results/bench_orchestrate.json`` and ``eval/results/bench_orchestrate.png``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -28,35 +39,45 @@ import re
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 from matplotlib.figure import Figure
+from openai.types.chat import ChatCompletionMessageParam
 from rich.console import Console
-from rich.progress import track
 from rich.table import Table
 
-from eval._serve import serve_in_thread
+from eval._bench_arms import ROOT, Arm, commit_of, serve_tree, tree_at
 from eval.fake_upstream import FakeUpstream, Script
-from proxy.app import create_app
-from proxy.config import load_settings
 
 RESULTS = Path(__file__).resolve().parent / "results"
-STAGES = ("plan", "execute", "answer")
+STAGES = ("gate", "plan", "execute", "answer")
 ORCHESTRATE = {"toolgraph": {"mode": "orchestrate"}}
-QUESTION = "Evaluate the expression 2*pi*50 numerically."
-BRANCHES = {
-    "subtasks": [
-        {"id": "s1", "text": "Evaluate sqrt(2)*7", "needs": []},
-        {"id": "s2", "text": "Evaluate log(10)*3", "needs": []},
-        {"id": "s3", "text": "Evaluate exp(1.5)", "needs": []},
-        {"id": "s4", "text": "Evaluate the sum of the three results", "needs": ["s1", "s2", "s3"]},
-    ]
-}
+#: Requests per block; the arms take turns block by block.
+BLOCK = 5
+_numbers = itertools.count(1000)
+
+
+def question(number: int) -> str:
+    return f"Evaluate the expression 2*pi*{number} numerically."
+
+
+def branches(number: int) -> dict[str, Any]:
+    return {
+        "subtasks": [
+            {"id": "s1", "text": f"Evaluate sqrt({number})*7", "needs": []},
+            {"id": "s2", "text": f"Evaluate log({number})*3", "needs": []},
+            {"id": "s3", "text": f"Evaluate exp({number}/1000)", "needs": []},
+            {
+                "id": "s4",
+                "text": f"Evaluate the sum of the three results for {number}",
+                "needs": ["s1", "s2", "s3"],
+            },
+        ]
+    }
 
 
 def respond(request: dict[str, Any]) -> Script | None:
@@ -71,7 +92,8 @@ def respond(request: dict[str, Any]) -> Script | None:
             expression = "1 + 2 + 3"
         return Script(text=json.dumps({"expression": expression.rstrip(".")}))
     if system.startswith("You plan how to answer"):
-        return Script(text=json.dumps(BRANCHES))
+        number = re.search(r"2\*pi\*(\d+)", user)
+        return Script(text=json.dumps(branches(int(number.group(1)) if number else 1)))
     if system.startswith("You choose the tool for one step"):
         return Script(text=json.dumps({"choice": 1, "reason": "it evaluates"}))
     if system.startswith("You check a plan"):
@@ -81,65 +103,68 @@ def respond(request: dict[str, Any]) -> Script | None:
     return None
 
 
-@contextmanager
-def proxy(upstream: FakeUpstream, data_dir: Path, policy: str) -> Iterator[str]:
-    settings = load_settings(
-        upstream_base_url=upstream.base_url,
-        upstream_api_key="sk-bench-0123456789",
-        data_dir=data_dir,
-        planner={"policy": policy, "memory_k": 0, "reflection_rounds": 0},
-        log_level="warning",
-    )
-    with serve_in_thread(create_app(settings)) as url:
-        yield url
+def settings_for(upstream: FakeUpstream, data_dir: Path, policy: str) -> dict[str, Any]:
+    return {
+        "upstream_base_url": upstream.base_url,
+        "upstream_api_key": "sk-bench-0123456789",
+        "data_dir": str(data_dir),
+        "planner": {"policy": policy, "memory_k": 0, "reflection_rounds": 0},
+        "retriever": {"onnx_dir": str(data_dir.parent / "onnx")},
+        "log_level": "warning",
+    }
 
 
 def one_request(client: openai.OpenAI, base: str, stream: bool) -> dict[str, Any]:
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": question(next(_numbers))}
+    ]
     started = time.perf_counter()
     first: float | None = None
     if stream:
         with client.chat.completions.with_streaming_response.create(
             model="fake-model",
-            messages=[{"role": "user", "content": QUESTION}],
+            messages=messages,
             stream=True,
             extra_body=ORCHESTRATE,
         ) as response:
-            trace_id = response.headers["x-toolgraph-trace-id"]
+            headers = response.headers
             for _ in response.iter_lines():
                 if first is None:
                     first = time.perf_counter() - started
     else:
         raw = client.chat.completions.with_raw_response.create(
             model="fake-model",
-            messages=[{"role": "user", "content": QUESTION}],
+            messages=messages,
             extra_body=ORCHESTRATE,
         )
-        trace_id = raw.headers["x-toolgraph-trace-id"]
+        headers = raw.headers
     wall = time.perf_counter() - started
-    trace = httpx.get(f"{base}/v1/toolgraph/traces/{trace_id}", timeout=30).json()
-    calls = trace["calls"]
+    trace = httpx.get(f"{base}/v1/toolgraph/traces/{headers['x-toolgraph-trace-id']}", timeout=30)
+    calls = trace.json()["calls"]
     return {
         "wall_ms": wall * 1000,
         "first_event_ms": None if first is None else first * 1000,
-        "stages_ms": {k: v * 1000 for k, v in trace["timings"].items()},
+        "own_ms": float(headers.get("x-toolgraph-overhead-ms", "nan")),
+        "stages_ms": {k: v * 1000 for k, v in trace.json()["timings"].items()},
         "calls_ms": [c["finished"] - c["started"] for c in calls if c["started"] is not None],
         "outcomes": [c["outcome"] for c in calls],
-        "upstream_calls": trace["upstream_calls"],
+        "upstream_calls": trace.json()["upstream_calls"],
     }
 
 
 def passthrough(client: openai.OpenAI) -> float:
     started = time.perf_counter()
     client.chat.completions.create(
-        model="fake-model", messages=[{"role": "user", "content": QUESTION}]
+        model="fake-model", messages=[{"role": "user", "content": question(next(_numbers))}]
     )
     return (time.perf_counter() - started) * 1000
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    def median(values: list[float]) -> float:
-        return round(statistics.median(values), 2) if values else 0.0
+def median(values: list[float]) -> float:
+    return round(statistics.median(values), 2) if values else 0.0
 
+
+def summarise(rows: list[dict[str, Any]], cpu_seconds: float) -> dict[str, Any]:
     def p95(values: list[float]) -> float:
         return round(sorted(values)[int(0.95 * (len(values) - 1))], 2) if values else 0.0
 
@@ -148,6 +173,8 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "requests": len(rows),
         "wall_p50_ms": median(walls),
         "wall_p95_ms": p95(walls),
+        "own_p50_ms": median([r["own_ms"] for r in rows]),
+        "cpu_per_request_ms": round(1000 * cpu_seconds / max(1, len(rows)), 2),
         "first_event_p50_ms": median([r["first_event_ms"] for r in rows if r["first_event_ms"]]),
         "stages_p50_ms": {s: median([r["stages_ms"].get(s, 0.0) for r in rows]) for s in STAGES},
         "sum_of_calls_p50_ms": median([sum(r["calls_ms"]) for r in rows]),
@@ -157,71 +184,109 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(requests: int) -> dict[str, Any]:
+def measure(arms: list[Arm], requests: int, stream: bool) -> dict[str, dict[str, Any]]:
+    """``requests`` per arm, the arms taking turns every :data:`BLOCK` requests."""
+    clients = {
+        a.label: openai.OpenAI(base_url=f"{a.url}/v1", api_key="sk-x", max_retries=0) for a in arms
+    }
+    rows: dict[str, list[dict[str, Any]]] = {a.label: [] for a in arms}
+    cpu = dict.fromkeys(rows, 0.0)
+    while len(rows[arms[0].label]) < requests:
+        for arm in arms:
+            before = arm.cpu_seconds()
+            for _ in range(min(BLOCK, requests - len(rows[arm.label]))):
+                rows[arm.label].append(one_request(clients[arm.label], arm.url, stream))
+            time.sleep(0.05)  # what a request left to the background (its trace, memory)
+            cpu[arm.label] += arm.cpu_seconds() - before
+    return {label: summarise(found, cpu[label]) for label, found in rows.items()}
+
+
+def arms_for(
+    stack: ExitStack, trees: dict[str, Path], upstream: FakeUpstream, data: Path, policy: str
+) -> list[Arm]:
+    arms = []
+    for label, tree in trees.items():
+        settings = settings_for(upstream, data / f"{label}-{policy}", policy)
+        arms.append(stack.enter_context(serve_tree(label, tree, settings)))
+    for arm in arms:  # the catalog's first use, and each path warmed
+        client = openai.OpenAI(base_url=f"{arm.url}/v1", api_key="sk-x", max_retries=0)
+        for _ in range(3):
+            one_request(client, arm.url, stream=False)
+    return arms
+
+
+def run(requests: int, trees: dict[str, Path]) -> dict[str, Any]:
     upstream = FakeUpstream(record=False).start()
     upstream.responder = respond
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"load_average_at_start": list(os.getloadavg())}
     try:
-        with tempfile.TemporaryDirectory() as folder:
-            data = Path(folder)
-            with proxy(upstream, data / "graph-policy", "graph") as base:
-                client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-x", max_retries=0)
-                cold = one_request(client, base, stream=False)
-                results["cold_first_request"] = {
-                    "wall_ms": round(cold["wall_ms"], 1),
-                    "catalog_ms": round(cold["stages_ms"].get("catalog", 0.0), 1),
-                }
-                results["passthrough_p50_ms"] = round(
-                    statistics.median(passthrough(client) for _ in range(requests)), 2
+        with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
+            arms = arms_for(stack, trees, upstream, Path(folder), "graph")
+            for arm in arms:
+                client = openai.OpenAI(base_url=f"{arm.url}/v1", api_key="sk-x", max_retries=0)
+                results[f"passthrough p50 ms, {arm.label}"] = median(
+                    [passthrough(client) for _ in range(requests)]
                 )
-                for stream in (False, True):
-                    rows = [
-                        one_request(client, base, stream)
-                        for _ in track(range(requests), description=f"one tool, stream={stream}")
-                    ]
-                    results[f"one tool, {'stream' if stream else 'non-stream'}"] = summarise(rows)
-            with proxy(upstream, data / "llm-policy", "llm") as base:
-                client = openai.OpenAI(base_url=f"{base}/v1", api_key="sk-x", max_retries=0)
-                one_request(client, base, stream=False)  # load the catalog
-                rows = [
-                    one_request(client, base, stream=False)
-                    for _ in track(range(requests), description="three branches + join")
-                ]
-                results["three branches + join, non-stream"] = summarise(rows)
+            for stream in (False, True):
+                kind = "stream" if stream else "non-stream"
+                for label, row in measure(arms, requests, stream).items():
+                    results[f"one tool, {kind}, {label}"] = row
+            stack.close()
+            arms = arms_for(stack, trees, upstream, Path(folder), "llm")
+            for label, row in measure(arms, requests, False).items():
+                results[f"three branches + join, non-stream, {label}"] = row
     finally:
         upstream.stop()
+    results["load_average_at_end"] = list(os.getloadavg())
     return results
 
 
-def report(results: dict[str, Any], console: Console) -> None:
+COLUMNS = ("gate", "plan", "execute", "Σ calls", "answer", "own", "cpu/req", "wall", "p95")
+
+
+def _figures(row: dict[str, Any]) -> list[float]:
+    stages = row["stages_p50_ms"]
+    return [
+        stages["gate"],
+        stages["plan"],
+        stages["execute"],
+        row["sum_of_calls_p50_ms"],
+        stages["answer"],
+        row["own_p50_ms"],
+        row["cpu_per_request_ms"],
+        row["wall_p50_ms"],
+        row["wall_p95_ms"],
+    ]
+
+
+def report(results: dict[str, Any], labels: list[str], console: Console) -> None:
     table = Table(title="orchestrate: toolgraph's own time per request (instant model), p50 ms")
-    for column in ("request", "calls", "plan", "execute", "Σ calls", "answer", "wall", "p95"):
+    for column in ("request", "code", "calls", *COLUMNS):
         table.add_column(column, justify="right")
-    for name, row in results.items():
-        if not isinstance(row, dict) or "stages_p50_ms" not in row:
-            continue
-        stages = row["stages_p50_ms"]
-        table.add_row(
-            name,
-            str(row["calls"]),
-            f"{stages['plan']:.1f}",
-            f"{stages['execute']:.1f}",
-            f"{row['sum_of_calls_p50_ms']:.1f}",
-            f"{stages['answer']:.1f}",
-            f"{row['wall_p50_ms']:.1f}",
-            f"{row['wall_p95_ms']:.1f}",
-        )
+    for scenario in (
+        "one tool, non-stream",
+        "one tool, stream",
+        "three branches + join, non-stream",
+    ):
+        rows = {label: results[f"{scenario}, {label}"] for label in labels}
+        for label, row in rows.items():
+            figures = [f"{value:.1f}" for value in _figures(row)]
+            table.add_row(scenario, label, str(row["calls"]), *figures)
+        if len(labels) == 2:
+            after, before = (_figures(rows[label]) for label in labels)
+            ratios = [f"{a / b:.2f}x" if b else "-" for a, b in zip(after, before, strict=True)]
+            table.add_row(scenario, f"{labels[0]} / {labels[1]}", "", *ratios)
     console.print(table)
-    console.print(
-        f"passthrough p50 {results['passthrough_p50_ms']} ms; first orchestrate request "
-        f"{results['cold_first_request']['wall_ms']} ms "
-        f"(catalog load {results['cold_first_request']['catalog_ms']} ms)"
+    passthrough = "; ".join(
+        f"{label} {results[f'passthrough p50 ms, {label}']} ms" for label in labels
     )
+    start, end = results["load_average_at_start"], results["load_average_at_end"]
+    console.print(f"passthrough p50: {passthrough}; load average {start[0]:.2f} → {end[0]:.2f}")
 
 
 def plot(results: dict[str, Any], path: Path) -> None:
     rows = {k: v for k, v in results.items() if isinstance(v, dict) and "stages_p50_ms" in v}
-    figure = Figure(figsize=(8, 3.5))
+    figure = Figure(figsize=(9, 0.45 * len(rows) + 1.5))
     axes = figure.subplots()
     names = list(rows)
     left = [0.0] * len(names)
@@ -229,8 +294,10 @@ def plot(results: dict[str, Any], path: Path) -> None:
         widths = [rows[n]["stages_p50_ms"][stage] for n in names]
         axes.barh(names, widths, left=left, label=stage)
         left = [a + b for a, b in zip(left, widths, strict=True)]
+    axes.invert_yaxis()
     axes.set_xlabel("ms (p50), model answering instantly")
-    axes.set_title("orchestrate: toolgraph's own time by stage")
+    start, end = results["load_average_at_start"][0], results["load_average_at_end"][0]
+    axes.set_title(f"orchestrate: toolgraph's own time by stage (load {start:.1f} → {end:.1f})")
     axes.legend(loc="lower right")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -238,19 +305,22 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=40, help="requests per row")
+    parser.add_argument("--requests", type=int, default=40, help="requests per row and code")
+    parser.add_argument(
+        "--baseline", metavar="REV", help="also serve the code at this git revision, interleaved"
+    )
     args = parser.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    results = run(args.requests)
-    results["machine"] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_average": os.getloadavg()[0],
-    }
+    with ExitStack() as stack:
+        trees = {"this tree": ROOT}
+        if args.baseline:
+            trees[commit_of(args.baseline)] = stack.enter_context(tree_at(args.baseline))
+        results = run(args.requests, trees)
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
+    results["baseline"] = args.baseline
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench_orchestrate.json").write_text(json.dumps(results, indent=2) + "\n")
     plot(results, RESULTS / "bench_orchestrate.png")
-    report(results, Console())
+    report(results, list(trees), Console(width=160))
 
 
 if __name__ == "__main__":
