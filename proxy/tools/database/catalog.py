@@ -5,14 +5,22 @@ Each database named ``name`` in ``packs.database`` gives tools ``<name>_list_tab
 group ``database_<name>`` and the category ``database``; :class:`DatabasePack`
 holds the open databases and their in-process functions for the executor's
 :class:`~proxy.tools.builtin.PythonTools`.
+
+Every ``table`` parameter is an ``enum`` of the tables and views the database holds
+when the catalog loads (:func:`live_schema`), so a wrong name is refused by the
+schema check, with the names that exist, before the tool runs; a database that
+cannot be reached then, or holds more than :data:`MAX_TABLE_ENUM` tables, gets plain
+strings, and the tool's own check (against the schema it reflects) still refuses a
+wrong name. A table made after the load is in the enum from the next load on.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import sqlalchemy as sa
 from pydantic import JsonValue
 
 from graph_store.models import Tool
@@ -22,8 +30,13 @@ from proxy.tools._pack_catalog import ToolSpec, pack_functions, pack_tools
 from proxy.tools.builtin import PythonTool
 from proxy.tools.database import functional, navigation
 from proxy.tools.database.engine import ReadOnlyDatabase
+from proxy.tools.database.schema import Schema
 
 log = logging.getLogger(__name__)
+
+#: Tables beyond which a ``table`` parameter stays a plain string (the enum is in every
+#: prompt that shows the tool).
+MAX_TABLE_ENUM = 200
 
 _TABLE: JsonValue = {"type": "string", "description": "A table's name, as list_tables gives it."}
 _COLUMN: JsonValue = {"type": "string", "description": "A column of that table."}
@@ -116,28 +129,60 @@ SPECS: tuple[ToolSpec[ReadOnlyDatabase], ...] = (
 )
 
 
-def _outline(database: DatabaseSettings) -> str:
-    """The database's tables and columns for the query tools' descriptions, read when
-    the catalog loads; empty, with a warning, when the database cannot be read now."""
-    db = ReadOnlyDatabase(database)
-    try:
-        return db.outline(OUTLINE_CHARS)
-    except ToolgraphError as exc:
-        log.warning("database %s: no schema in its tools' descriptions: %s", database.name, exc)
-        return ""
-    finally:
-        db.dispose()
-
-
 def database_tools(settings: Sequence[DatabaseSettings]) -> list[Tool]:
     """Every configured database's tools as catalog records."""
     return [tool for database in settings for tool in _tools_of(database)]
 
 
 def _tools_of(database: DatabaseSettings) -> list[Tool]:
-    outline = _outline(database)
+    schema = live_schema(database)
+    outline = schema.outline(OUTLINE_CHARS) if schema is not None else ""
     appended = {suffix: f" Tables: {outline}" for suffix in _OUTLINED} if outline else {}
-    return pack_tools("database", database.name, database.description, SPECS, appended)
+    specs = _with_tables(SPECS, _enum_of(database, schema))
+    return pack_tools("database", database.name, database.description, specs, appended)
+
+
+def live_schema(database: DatabaseSettings) -> Schema | None:
+    """The database's schema now, read once when the catalog loads, for the query tools'
+    descriptions and the ``table`` enums; None, with a warning, when it cannot be read."""
+    db = ReadOnlyDatabase(database)
+    try:
+        return db.reflect()
+    except (ToolgraphError, sa.exc.SQLAlchemyError) as exc:
+        message = exc.message if isinstance(exc, ToolgraphError) else str(exc).splitlines()[0]
+        log.warning(
+            "database %s: no schema in its tools' descriptions and no table enums: %s",
+            db.name,
+            message,
+        )
+        return None
+    finally:
+        db.dispose()
+
+
+def _enum_of(database: DatabaseSettings, schema: Schema | None) -> list[str] | None:
+    """The table names a ``table`` parameter may take; None: free text."""
+    if schema is None:
+        return None
+    if len(schema.tables) > MAX_TABLE_ENUM:
+        count = len(schema.tables)
+        log.info("database %s: %d tables, table names left free text", database.name, count)
+        return None
+    return [table.name for table in schema.tables]
+
+
+def _with_tables(
+    specs: Sequence[ToolSpec[ReadOnlyDatabase]], tables: Sequence[str] | None
+) -> list[ToolSpec[ReadOnlyDatabase]]:
+    """``specs`` with each ``table`` parameter limited to ``tables`` (None: as they are)."""
+    if tables is None:
+        return list(specs)
+    return [
+        replace(spec, properties={**spec.properties, "table": {**table, "enum": list(tables)}})
+        if isinstance(table := spec.properties.get("table"), dict)
+        else spec
+        for spec in specs
+    ]
 
 
 @dataclass

@@ -110,9 +110,10 @@ class ReadOnlyDatabase:
         except sa.exc.DBAPIError as exc:
             raise self._translate(exc) from None
 
-    def outline(self, limit: int) -> str:
-        """The schema on one line (:meth:`Schema.outline`), read now; blocking."""
-        return self._run(lambda connection, schema: schema.outline(limit))
+    def reflect(self) -> Schema:
+        """The schema as it is now, read on a connection of its own (blocking: for the
+        catalog's load, which runs in a worker thread)."""
+        return self._run(lambda connection, schema: schema)
 
     def schema(self, connection: Connection, *, fresh: bool = False) -> Schema:
         with self._lock:

@@ -9,6 +9,7 @@ import pytest
 
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.errors import ToolInputRejected
+from proxy.execute.arguments import validate_arguments
 from proxy.tools.database.catalog import DatabasePack, database_tools
 
 JAZZ_BY_GERMAN_CUSTOMER = """
@@ -60,18 +61,43 @@ def test_a_database_that_cannot_be_read_gives_plain_descriptions(
     assert "gone: no schema in its tools' descriptions" in caplog.text
 
 
+MUSIC_TABLES = {
+    "artists",
+    "albums",
+    "genres",
+    "tracks",
+    "customers",
+    "invoices",
+    "invoice_lines",
+}
+
+
+def test_table_parameters_are_enums_of_the_live_tables(engine_url: str) -> None:
+    tools = {t.name: t for t in database_tools([DatabaseSettings(name="music", url=engine_url)])}
+    distinct = tools["music_get_distinct_values"]
+    table = distinct.param_schemas()["table"]
+    assert isinstance(table["enum"], list)
+    assert set(table["enum"]) == MUSIC_TABLES
+    for name in ("list_tables", "is_value_in_column", "get_date_format", "check_where"):
+        assert tools[f"music_{name}"].param_schemas()["table"]["enum"] == table["enum"]
+    problems = validate_arguments(distinct, {"table": "album", "column": "title"})
+    assert len(problems) == 1
+    assert problems[0].startswith("table: 'album' is not one of [")
+    assert "'albums'" in problems[0]
+    assert "'invoice_lines'" in problems[0]
+    assert validate_arguments(distinct, {"table": "albums", "column": "title"}) == []
+
+
+def test_a_database_out_of_reach_keeps_table_names_free(tmp_path: Any) -> None:
+    missing = DatabaseSettings(name="gone", url=f"sqlite:///{tmp_path / 'none.db'}")
+    tools = {t.name: t for t in database_tools([missing])}
+    assert "enum" not in tools["gone_get_distinct_values"].param_schemas()["table"]
+
+
 async def test_list_tables_gives_columns_types_and_keys(pack: DatabasePack) -> None:
     answer = await call(pack, "list_tables")
     tables = {table["name"]: table for table in answer["tables"]}
-    assert set(tables) == {
-        "artists",
-        "albums",
-        "genres",
-        "tracks",
-        "customers",
-        "invoices",
-        "invoice_lines",
-    }
+    assert set(tables) == MUSIC_TABLES
     columns = {c["name"]: c for c in tables["albums"]["columns"]}
     assert columns["album_id"]["primary_key"] is True
     assert columns["title"]["primary_key"] is False
