@@ -13,7 +13,11 @@ A tool marked destructive is not called unless the runner was told it may
 ``Idempotency-Key``); its call fails with :class:`~proxy.errors.DestructiveRefused`,
 before anything is sent. When the tool rejects arguments
 the model wrote (its input error), :meth:`CatalogRunner.revise` has them written once
-more with the tool's message, and the scheduler calls again.
+more with the tool's message, and the scheduler calls again. A parameter a pack
+says is drawn from earlier outputs (``choices``: its paths by tool name) is offered to
+the writer as the values the calls this one depends on gave, from the same pack's
+tools (one graph's variables mean nothing to another's tools): decoupled generation,
+:mod:`proxy.execute.choices`.
 
 Each output is compressed once, as its call finishes and inside the call's
 timeout (the scheduler's window covers all of :meth:`CatalogRunner.run`): the
@@ -35,13 +39,15 @@ from pydantic import JsonValue
 from graph_store.models import Tool
 from proxy import json_codec
 from proxy.errors import DestructiveRefused, ToolError
-from proxy.execute.arguments import ArgumentWriter, NoValidArguments
+from proxy.execute.arguments import ArgumentWriter, Choices, NoValidArguments
+from proxy.execute.choices import offered_choices
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.invocation import ToolInvoker, tool_host
 from proxy.execute.plan import PlanNode
 from proxy.execute.references import scalars
 from proxy.execute.scheduler import CALL_DEADLINE
 from proxy.llm import ChatModel
+from proxy.tools.builtin import ChoicePaths
 from proxy.tools.variables import Variables, bound_variables
 
 #: Seconds of a call's window kept for truncating its output when the field choice is slow.
@@ -61,8 +67,11 @@ class CatalogRunner:
         background: Mapping[str, str] | None = None,
         variables: Variables | None = None,
         destructive: bool = True,
+        choices: Mapping[str, ChoicePaths] | None = None,
     ) -> None:
         self._tools = tools
+        self._choices = choices or {}
+        self._groups: dict[str, str] = {}  # node id → the group of the tool it called
         self.variables = variables if variables is not None else Variables()
         self._destructive = destructive
         self._invoker = invoker
@@ -75,8 +84,9 @@ class CatalogRunner:
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
         self.reused: set[str] = set()  # node ids answered from an earlier turn
         self.rejected: dict[str, str] = {}  # node id → the tool's error fed back to the writer
-        # node id → the plan's fixed arguments and the inputs, kept while a revision may come
-        self._written: dict[str, tuple[dict[str, JsonValue], dict[str, str]]] = {}
+        # node id → the plan's fixed arguments, the inputs and the choices, kept while a
+        # revision may come
+        self._written: dict[str, tuple[dict[str, JsonValue], dict[str, str], Choices]] = {}
 
     def tool(self, node: PlanNode) -> Tool:
         tool = self._tools.get(node.tool)
@@ -107,11 +117,19 @@ class CatalogRunner:
         writer, model, written = self._writer, self._model, self._written.pop(node.id, None)
         if writer is None or model is None or written is None:
             return False
-        fixed, inputs = written
+        fixed, inputs, choices = written
         sent = dict(arguments)
         try:
             revised = await writer.revise(
-                self.tool(node), node.task, fixed, inputs, model, sent, error, scalars(context)
+                self.tool(node),
+                node.task,
+                fixed,
+                inputs,
+                model,
+                sent,
+                error,
+                scalars(context),
+                choices,
             )
         finally:
             self.rejected[node.id] = error
@@ -124,6 +142,7 @@ class CatalogRunner:
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
         tool = self.tool(node)
+        self._groups[node.id] = tool.group
         output = await self._call(node, tool, arguments)
         self.compressed[node.id] = await self._compress(tool, output)
         return output
@@ -151,18 +170,30 @@ class CatalogRunner:
         # Every dependency ran (and was compressed) before this call could start.
         inputs.update({dep: self.compressed[dep].text for dep in context})
         fixed = dict(arguments)
+        choices = self._offered(tool, fixed, context)
         try:
             written = await writer.write(
-                tool, node.task, fixed, inputs, self._model, scalars(context)
+                tool, node.task, fixed, inputs, self._model, scalars(context), choices
             )
         except NoValidArguments as exc:
             self.attempts[node.id] = exc.attempts
             raise
         self.attempts[node.id] = written.attempts
         if written.attempts:
-            self._written[node.id] = (fixed, inputs)
+            self._written[node.id] = (fixed, inputs, choices)
         arguments.clear()
         arguments.update(written.arguments)
+
+    def _offered(
+        self, tool: Tool, fixed: Mapping[str, JsonValue], context: Mapping[str, JsonValue]
+    ) -> Choices:
+        """The values of ``tool``'s chosen parameters that its dependencies of the same
+        pack (group) gave."""
+        paths = self._choices.get(tool.name)
+        if not paths:
+            return {}
+        outputs = [out for dep, out in context.items() if self._groups.get(dep) == tool.group]
+        return offered_choices(paths, outputs, fixed)
 
     async def _call(self, node: PlanNode, tool: Tool, arguments: dict[str, JsonValue]) -> JsonValue:
         earlier = self._reuse.get(call_key(tool.name, arguments), _ABSENT)

@@ -88,6 +88,7 @@ class ToolExecutor:
         python.functions.update(self.databases.functions())
         self.graphs = KnowledgeGraphPack.open(graphs)
         python.functions.update(self.graphs.functions())
+        self.choices = {**self.databases.choices(), **self.graphs.choices()}
         self.invoker = Invoker(HttpInvoker(self._client, settings), python, mcp)
         cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
@@ -120,6 +121,7 @@ class ToolExecutor:
             background=background,
             variables=variables,
             destructive=destructive,
+            choices=self.choices,
         )
 
     async def execute(

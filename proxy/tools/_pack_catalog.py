@@ -9,7 +9,7 @@ own OpenAI adapter, like any imported catalog.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from graph_store.ingest.openai_spec import parse_openai
 from graph_store.models import Endpoint, Tool
-from proxy.tools.builtin import BUILTIN_SCHEME, PythonTool
+from proxy.tools.builtin import BUILTIN_SCHEME, ChoicePaths, PythonTool
 
 
 class Named(Protocol):
@@ -40,6 +40,7 @@ class ToolSpec(Generic[T]):
     properties: dict[str, JsonValue]
     required: tuple[str, ...] = ()
     example: JsonValue = None
+    choices: ChoicePaths = field(default_factory=dict)  # where earlier outputs list its values
 
 
 def pack_tools(
@@ -92,6 +93,17 @@ def pack_functions(targets: Iterable[T], specs: Sequence[ToolSpec[T]]) -> dict[s
         f"{target.name}_{spec.suffix}": _bound(spec.function, target)
         for target in targets
         for spec in specs
+    }
+
+
+def pack_choices(targets: Iterable[T], specs: Sequence[ToolSpec[T]]) -> dict[str, ChoicePaths]:
+    """Each target's tools by catalog name: where their parameters' values are listed in
+    earlier outputs (the argument writer numbers them: :mod:`proxy.execute.choices`)."""
+    return {
+        f"{target.name}_{spec.suffix}": spec.choices
+        for target in targets
+        for spec in specs
+        if spec.choices
     }
 
 

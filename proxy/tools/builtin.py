@@ -19,6 +19,13 @@ BUILTIN_SCHEME = "builtin:"
 
 PythonTool = Callable[[Mapping[str, JsonValue]], Awaitable[JsonValue]]
 
+#: Where an in-process tool's parameter takes its valid values from, by parameter: paths
+#: into an earlier output of the same request, dotted field names with ``[]`` after one to
+#: go through each element of a list (``tables[].name``); a path ending at a list gives
+#: its elements, at an object its keys, at text the text. The argument writer offers
+#: them as a numbered list (:mod:`proxy.execute.choices`).
+ChoicePaths = Mapping[str, tuple[str, ...]]
+
 
 @dataclass
 class PythonTools:

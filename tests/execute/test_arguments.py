@@ -345,3 +345,88 @@ def test_only_the_tools_input_errors_go_back_to_the_writer(
     error: ToolError, fed_back: bool
 ) -> None:
     assert rejected_input(error) is fed_back
+
+
+NEIGHBORS = Tool(
+    id="test/get_neighbors",
+    name="geo_get_neighbors",
+    original_name="geo_get_neighbors",
+    description="Follow one relation from the entities of a variable.",
+    parameters={
+        "type": "object",
+        "properties": {"variable": {"type": "string"}, "relation": {"type": "string"}},
+        "required": ["variable", "relation"],
+    },
+    endpoint=Endpoint(method="POST", url="builtin:geo_get_neighbors"),
+    provenance=Provenance(format="test"),
+)
+RELATIONS = ["http://example.org/geo/borders", "http://example.org/geo/capital", "^flows_through"]
+
+
+async def test_a_value_from_an_earlier_output_is_chosen_by_its_number(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(answer({"relation": 2}))
+    written = await ArgumentWriter().write(
+        NEIGHBORS,
+        "Find the capital of Germany.",
+        {"variable": "#0"},
+        {"s2": json.dumps({"variable": "#0", "relations": RELATIONS})},
+        model,
+        choices={"relation": RELATIONS, "variable": ["#0"]},
+    )
+    assert written.arguments == {"variable": "#0", "relation": "http://example.org/geo/capital"}
+    prompt = prompt_of(upstream.requests[0])
+    assert (
+        "relation:\n"
+        '  1. "http://example.org/geo/borders"\n'
+        '  2. "http://example.org/geo/capital"\n'
+        '  3. "^flows_through"'
+    ) in prompt
+    assert "variable:\n  1." not in prompt  # the plan fixed it: nothing to choose
+    assert '"relation": {"type": "integer", "minimum": 1, "maximum": 3' in prompt
+
+
+async def test_a_number_off_the_list_is_refused_and_the_range_fed_back(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(
+        answer({"variable": 1, "relation": 7}),
+        answer({"variable": 1, "relation": "borders"}),
+        answer({"variable": "1", "relation": "^flows_through"}),
+    )
+    written = await ArgumentWriter().write(
+        NEIGHBORS, "neighbours", {}, {}, model, choices={"relation": RELATIONS, "variable": ["#4"]}
+    )
+    assert written.arguments == {"variable": "#4", "relation": "^flows_through"}  # exact: valid
+    assert written.attempts == 3
+    refused = upstream.requests[1].body["messages"][-1]["content"]
+    assert refused == (
+        "Those arguments are invalid:\n"
+        "- relation: 7 is not one of the numbers offered; answer with the number (1 to 3) of "
+        "one of the values listed for relation\n"
+        "Answer with the corrected JSON object only."
+    )
+    again = upstream.requests[2].body["messages"][-1]["content"]
+    assert '- relation: "borders" is not one of the numbers offered' in again
+    assert "required property" not in again
+
+
+async def test_a_revision_shows_the_rejected_choice_by_its_number(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(answer({"relation": 1}))
+    written = await ArgumentWriter().revise(
+        NEIGHBORS,
+        "the capital",
+        {"variable": "#0"},
+        {},
+        model,
+        {"variable": "#0", "relation": RELATIONS[0]},
+        "no neighbours of #0 by borders",
+        choices={"relation": RELATIONS},
+    )
+    assert written.arguments["relation"] == RELATIONS[0]
+    sent = upstream.requests[0].body["messages"]
+    assert json.loads(sent[-2]["content"]) == {"variable": "#0", "relation": 1}
+    assert "no neighbours of #0 by borders" in sent[-1]["content"]

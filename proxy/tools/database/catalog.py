@@ -26,8 +26,8 @@ from pydantic import JsonValue
 from graph_store.models import Tool
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.errors import ToolgraphError
-from proxy.tools._pack_catalog import ToolSpec, pack_functions, pack_tools
-from proxy.tools.builtin import PythonTool
+from proxy.tools._pack_catalog import ToolSpec, pack_choices, pack_functions, pack_tools
+from proxy.tools.builtin import ChoicePaths, PythonTool
 from proxy.tools.database import functional, navigation
 from proxy.tools.database.engine import ReadOnlyDatabase
 from proxy.tools.database.schema import Schema
@@ -40,6 +40,11 @@ MAX_TABLE_ENUM = 200
 
 _TABLE: JsonValue = {"type": "string", "description": "A table's name, as list_tables gives it."}
 _COLUMN: JsonValue = {"type": "string", "description": "A column of that table."}
+#: A table or column as list_tables or find_columns_containing_value named it.
+_NAMES: ChoicePaths = {
+    "table": ("tables[].name", "matches[].table"),
+    "column": ("tables[].columns[].name", "matches[].column"),
+}
 _VALUE: JsonValue = {"type": ["string", "number"], "description": "The value to look for."}
 
 
@@ -79,6 +84,7 @@ SPECS: tuple[ToolSpec[ReadOnlyDatabase], ...] = (
         },
         ("table", "column"),
         example={"distinct": 24, "values": [{"value": "USA", "count": 13}], "truncated": True},
+        choices=_NAMES,
     ),
     ToolSpec(
         "is_value_in_column",
@@ -88,6 +94,7 @@ SPECS: tuple[ToolSpec[ReadOnlyDatabase], ...] = (
         {"table": _TABLE, "column": _COLUMN, "value": _VALUE},
         ("table", "column", "value"),
         example={"present": False, "rows": 0, "similar": ["Germany"]},
+        choices=_NAMES,
     ),
     ToolSpec(
         "get_date_format",
@@ -101,6 +108,7 @@ SPECS: tuple[ToolSpec[ReadOnlyDatabase], ...] = (
         },
         ("table", "column"),
         example={"samples": ["2009-01-01 00:00:00"], "formats": ["%Y-%m-%d %H:%M:%S"]},
+        choices=_NAMES,
     ),
     ToolSpec(
         "check_where",
@@ -113,6 +121,7 @@ SPECS: tuple[ToolSpec[ReadOnlyDatabase], ...] = (
         },
         ("table", "where"),
         example={"valid": True, "rows": 13},
+        choices={"table": _NAMES["table"]},
     ),
     ToolSpec(
         "run_select",
@@ -198,6 +207,10 @@ class DatabasePack:
     def functions(self) -> dict[str, PythonTool]:
         """Each database's tools by catalog name, for the executor."""
         return pack_functions(self.databases, SPECS)
+
+    def choices(self) -> dict[str, ChoicePaths]:
+        """Each database's tools by catalog name: where their tables and columns are listed."""
+        return pack_choices(self.databases, SPECS)
 
     def close(self) -> None:
         for db in self.databases:

@@ -4,7 +4,10 @@ Each graph named ``name`` in ``packs.knowledge_graph`` gives ``<name>_find_entit
 ``<name>_get_relations``… with ``builtin:<tool>`` endpoints, in the group
 ``knowledge_graph_<name>`` and the category ``knowledge_graph``;
 :class:`KnowledgeGraphPack` holds the graphs (opened by their first call) and their
-in-process functions for the executor's :class:`~proxy.tools.builtin.PythonTools`.
+in-process functions for the executor's :class:`~proxy.tools.builtin.PythonTools`
+and where each tool's variables, relations and attributes are chosen from
+(:meth:`KnowledgeGraphPack.choices`: the argument writer numbers them, see
+:mod:`proxy.execute.choices`).
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from pydantic import JsonValue
 
 from graph_store.models import Edge, EdgeKind, Tool
 from proxy.config import KnowledgeGraphPack as GraphSettings
-from proxy.tools._pack_catalog import ToolSpec, pack_functions, pack_tools
-from proxy.tools.builtin import PythonTool
+from proxy.tools._pack_catalog import ToolSpec, pack_choices, pack_functions, pack_tools
+from proxy.tools.builtin import ChoicePaths, PythonTool
 from proxy.tools.knowledge_graph import tools
 from proxy.tools.knowledge_graph.backend import GraphBackend
 from proxy.tools.knowledge_graph.tools import KnowledgeGraph
@@ -31,6 +34,8 @@ _VARIABLE: JsonValue = {
     "type": "string",
     "description": "A variable an earlier call returned (#0, #1…), or one entity's id.",
 }
+#: A variable is one an earlier call of the same graph answered with.
+_A_VARIABLE: ChoicePaths = {"variable": ("variable",)}
 _SET: dict[str, JsonValue] = {
     "variable": "#1",
     "count": 2,
@@ -56,6 +61,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable": _VARIABLE},
         ("variable",),
         {"variable": "#0", "relations": ["http://example.org/geo/capital", "^..."]},
+        _A_VARIABLE,
     ),
     ToolSpec(
         "get_neighbors",
@@ -65,6 +71,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable": _VARIABLE, "relation": {"type": "string", "description": "A relation."}},
         ("variable", "relation"),
         _SET,
+        {**_A_VARIABLE, "relation": ("relations",)},
     ),
     ToolSpec(
         "get_attributes",
@@ -74,6 +81,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable": _VARIABLE},
         ("variable",),
         {"variable": "#1", "attributes": {"http://example.org/geo/population": 2100000}},
+        _A_VARIABLE,
     ),
     ToolSpec(
         "argmax",
@@ -83,6 +91,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable": _VARIABLE, "attribute": {"type": "string", "description": "An attribute."}},
         ("variable", "attribute"),
         {**_SET, "value": 2100000},
+        {**_A_VARIABLE, "attribute": ("attributes",)},
     ),
     ToolSpec(
         "argmin",
@@ -92,6 +101,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable": _VARIABLE, "attribute": {"type": "string", "description": "An attribute."}},
         ("variable", "attribute"),
         {**_SET, "value": 1200},
+        {**_A_VARIABLE, "attribute": ("attributes",)},
     ),
     ToolSpec(
         "intersection",
@@ -100,6 +110,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable1": _VARIABLE, "variable2": _VARIABLE},
         ("variable1", "variable2"),
         _SET,
+        {"variable1": ("variable",), "variable2": ("variable",)},
     ),
     ToolSpec(
         "count",
@@ -108,6 +119,7 @@ SPECS: tuple[ToolSpec[KnowledgeGraph], ...] = (
         {"variable": _VARIABLE},
         ("variable",),
         {"variable": "#2", "count": 7},
+        _A_VARIABLE,
     ),
 )
 
@@ -128,14 +140,19 @@ _SETS = ("get_relations", "get_neighbors", "get_attributes", "argmax", "argmin",
          "count")  # fmt: skip
 _MAKERS = ("find_entities", "get_neighbors", "argmax", "argmin", "intersection")
 
-#: (tool, the tool whose output it needs, what flows): a variable from a call that makes
-#: one, a relation from get_relations, an attribute from get_attributes.
+#: (the tool whose output is needed, the tool that needs it, the field of that output
+#: that flows): a variable from a call that makes one, a relation from get_relations'
+#: ``relations``, an attribute from get_attributes' ``attributes``. The field is the
+#: edge's resource: the plan binds ``variable`` to the argument of that name, while
+#: ``relations`` and ``attributes`` name no argument, so the argument writer chooses
+#: one of them by number (:meth:`KnowledgeGraphPack.choices`).
 PRECONDITIONS: tuple[tuple[str, str, str], ...] = (
     *((maker, user, "variable") for maker in _MAKERS for user in _SETS if maker != user),
-    ("get_relations", "get_neighbors", "relation"),
-    ("get_attributes", "argmax", "attribute"),
-    ("get_attributes", "argmin", "attribute"),
+    ("get_relations", "get_neighbors", "relations"),
+    ("get_attributes", "argmax", "attributes"),
+    ("get_attributes", "argmin", "attributes"),
 )
+_WHAT = {"variable": "a variable", "relations": "a relation", "attributes": "an attribute"}
 
 
 def knowledge_graph_edges(settings: Sequence[GraphSettings]) -> list[Edge]:
@@ -152,7 +169,7 @@ def knowledge_graph_edges(settings: Sequence[GraphSettings]) -> list[Edge]:
                 weight=1.0,
                 resource=resource,
                 origin=EDGE_ORIGIN,
-                reason=f"{target} needs a {resource} that {source} returns",
+                reason=f"{target} needs {_WHAT[resource]} that {source} returns",
             )
             for source, target, resource in PRECONDITIONS
         ]
@@ -172,6 +189,10 @@ class KnowledgeGraphPack:
     def functions(self) -> dict[str, PythonTool]:
         """Each graph's tools by catalog name, for the executor."""
         return pack_functions(self.graphs, SPECS)
+
+    def choices(self) -> dict[str, ChoicePaths]:
+        """Each graph's tools by catalog name: where their parameters' values are listed."""
+        return pack_choices(self.graphs, SPECS)
 
     async def aclose(self) -> None:
         for graph in self.graphs:

@@ -35,11 +35,11 @@ def test_each_tool_is_fed_by_the_tools_that_make_what_it_needs(tmp_path: Path) -
     assert _needs(store, names, "geo_find_entities") == {}  # the start of every question
     assert _needs(store, names, "geo_get_neighbors") == {
         **{maker: "variable" for maker in makers - {"geo_get_neighbors"}},
-        "geo_get_relations": "relation",
+        "geo_get_relations": "relations",
     }
     assert _needs(store, names, "geo_argmax") == {
         **{maker: "variable" for maker in makers - {"geo_argmax"}},
-        "geo_get_attributes": "attribute",
+        "geo_get_attributes": "attributes",
     }
     assert set(_needs(store, names, "geo_count")) == makers
     # One graph's variables mean nothing to another's tools.
