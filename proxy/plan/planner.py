@@ -5,7 +5,9 @@ long-term memory examples. Whatever fails on the way (the model unreachable, its
 answers unusable after the retries) degrades to the LLM-free policy over the
 sub-tasks obtained so far, or over the conversation as one sub-task, and the reason
 is kept in ``plan.notes`` for the trace. The long-term memory is read only for the
-client ``scope`` names (a hash of its key); without one it is not read.
+client ``scope`` names (a hash of its key); without one it is not read. Every plan's
+steps are then checked against their tools' preconditions, repaired or refused
+(:mod:`proxy.plan.preconditions`), whatever policy made it.
 
 The event loop never waits on a store: the graph store and the index are
 synchronous (Neo4j answers over the network), so every stretch of work between two
@@ -31,6 +33,7 @@ from proxy.plan.decompose import decompose
 from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
+from proxy.plan.preconditions import enforce_preconditions
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
 from proxy.plan.triage import CLOSEST as TRIAGE_CLOSEST
 from proxy.plan.triage import tool_line, triage
@@ -63,7 +66,9 @@ class RequestPlanner:
         nothing to fall back to: the plan is empty and its note says why.
         """
         try:
-            return await self._plan(conversation, model, scope)
+            plan = await self._plan(conversation, model, scope)
+            await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
+            return plan
         except (GraphStoreError, RetrieverError) as exc:
             log.warning("no plan: the catalog is unavailable: %s", exc)
             return Plan([], {}, "none", notes=[f"no plan: the catalog is unavailable: {exc}"])

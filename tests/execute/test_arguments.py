@@ -385,6 +385,7 @@ async def test_a_value_from_an_earlier_output_is_chosen_by_its_number(
     ) in prompt
     assert "variable:\n  1." not in prompt  # the plan fixed it: nothing to choose
     assert '"relation": {"type": "integer", "minimum": 1, "maximum": 3' in prompt
+    assert "write a value out only when none of them fits" in prompt
 
 
 async def test_a_number_off_the_list_is_refused_and_the_range_fed_back(
@@ -392,13 +393,13 @@ async def test_a_number_off_the_list_is_refused_and_the_range_fed_back(
 ) -> None:
     upstream.enqueue(
         answer({"variable": 1, "relation": 7}),
-        answer({"variable": 1, "relation": "borders"}),
-        answer({"variable": "1", "relation": "^flows_through"}),
+        answer({"variable": 1, "relation": None}),
+        answer({"variable": "1", "relation": 3}),
     )
     written = await ArgumentWriter().write(
         NEIGHBORS, "neighbours", {}, {}, model, choices={"relation": RELATIONS, "variable": ["#4"]}
     )
-    assert written.arguments == {"variable": "#4", "relation": "^flows_through"}  # exact: valid
+    assert written.arguments == {"variable": "#4", "relation": "^flows_through"}
     assert written.attempts == 3
     refused = upstream.requests[1].body["messages"][-1]["content"]
     assert refused == (
@@ -408,8 +409,22 @@ async def test_a_number_off_the_list_is_refused_and_the_range_fed_back(
         "Answer with the corrected JSON object only."
     )
     again = upstream.requests[2].body["messages"][-1]["content"]
-    assert '- relation: "borders" is not one of the numbers offered' in again
+    assert "- relation: null is not one of the numbers offered" in again
     assert "required property" not in again
+
+
+async def test_a_value_written_out_is_left_to_the_schema_and_the_tool(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    """The list holds what the dependencies named, not always every valid value."""
+    upstream.enqueue(answer({"hotel_id": "h-9", "nights": 1, "board": "all_in"}))
+    upstream.enqueue(answer({"hotel_id": "h-9", "nights": 1, "board": "half_board"}))
+    written = await ArgumentWriter().write(
+        BOOK, "book", {}, {}, model, choices={"hotel_id": ["h-1", "h-2"], "board": ["breakfast"]}
+    )
+    assert written.arguments == {"hotel_id": "h-9", "nights": 1, "board": "half_board"}
+    retry = upstream.requests[1].body["messages"][-1]["content"]
+    assert "board: 'all_in' is not one of ['room_only', 'breakfast', 'half_board']" in retry
 
 
 async def test_a_revision_shows_the_rejected_choice_by_its_number(

@@ -46,7 +46,7 @@ def test_choices_come_from_every_output_once_and_skip_fixed_parameters() -> None
     assert offered_choices(paths, [{"rows": []}], {}) == {}
 
 
-def test_a_number_past_the_shown_list_is_refused_but_a_value_written_out_is_taken() -> None:
+def test_a_number_past_the_shown_list_is_refused_and_a_value_written_out_is_kept() -> None:
     values = [f"v{i}" for i in range(MAX_SHOWN + 20)]
     picked, problems = pick_choices({"p": MAX_SHOWN + 1, "q": 2.0, "r": True}, {"p": values})
     assert picked == {"q": 2.0, "r": True}  # only chosen parameters are mapped
@@ -59,3 +59,7 @@ def test_a_number_past_the_shown_list_is_refused_but_a_value_written_out_is_take
         [],
     )
     assert pick_choices({"p": 3.0}, {"p": values}) == ({"p": "v2"}, [])
+    assert pick_choices({"p": "elsewhere"}, {"p": values}) == ({"p": "elsewhere"}, [])
+    assert pick_choices({"p": " 2 "}, {"p": values}) == ({"p": "v1"}, [])
+    _, refused = pick_choices({"p": [1]}, {"p": values})
+    assert refused[0].startswith("p: [1] is not one of the numbers offered")
