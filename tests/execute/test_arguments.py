@@ -191,7 +191,7 @@ async def test_a_plan_asks_the_user_instead_of_guessing(
 async def test_written_arguments_drive_a_real_builtin_tool(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
-    box = Sandbox(timeout=5)
+    box = Sandbox(timeout=120)  # a real SymPy call on a loaded machine
     try:
         tools = {tool.name: tool for tool in builtin_tools()}
         runner = CatalogRunner(
