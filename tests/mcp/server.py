@@ -1,6 +1,6 @@
 """A small MCP server over stdio, written with the official SDK, for the tests.
 
-    python -m tests.mcp.server [--silent] [--tools N]
+    python -m tests.mcp.server [--silent] [--tools N] [--http]
 
 Tools: ``lookup_city`` (structured output with an output schema, read-only),
 ``forecast`` (text; its latitude and longitude are ``lookup_city``'s outputs),
@@ -11,17 +11,21 @@ tool, ``late_tool``, and says so with ``notifications/tools/list_changed``). The
 listing comes two tools a page. ``--silent`` starts and never answers anything, not
 even ``initialize``; ``--tools N`` adds N generated tools (``record_0000``…, each
 answering its arguments back), listed 100 a page (``python -m eval.bench_mcp``).
+``--http`` serves the same over streamable HTTP at ``/mcp`` on a free loopback port,
+which it prints once it listens.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from typing import Any
 
 import anyio
+import uvicorn
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -144,12 +148,23 @@ async def call_tool(
     raise ValueError(f"no tool {name}")
 
 
-async def serve() -> None:
+def _server() -> Server[Any]:
     CANCELLED_ONE.append(anyio.Event())
-    server: Server[Any] = Server("toolgraph-test", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("toolgraph-test", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve() -> None:
+    server = _server()
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
     async with stdio_server() as (read, write):
         await server.run(read, write, options)
+
+
+async def serve_http() -> None:
+    listening = socket.create_server(("127.0.0.1", 0))
+    print(listening.getsockname()[1], flush=True)  # the parent reads it: it may connect now
+    config = uvicorn.Config(_server().streamable_http_app(), log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[listening])
 
 
 def main() -> None:
@@ -158,7 +173,7 @@ def main() -> None:
             time.sleep(3600)
     if "--tools" in sys.argv:
         TOOLS.extend(_generated(int(sys.argv[sys.argv.index("--tools") + 1])))
-    anyio.run(serve)
+    anyio.run(serve_http if "--http" in sys.argv else serve)
 
 
 if __name__ == "__main__":
