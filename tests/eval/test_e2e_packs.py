@@ -209,10 +209,22 @@ def test_a_pack_run_goes_through_all_three_arms(
     by = {(row["arm"], row["task"]): row for row in rows}
     assert len(rows) == 6
     assert not any(row["error"] for row in rows), rows
-    orchestrated = by["orchestrate", "geo_neighbour"]
-    assert orchestrated["tool_calls"] == ["geo_find_entities", "geo_get_neighbors", "geo_argmax"]
+    # The plan's preconditions add the steps that give get_neighbors its relation and
+    # argmax its attribute (proxy/plan/preconditions.py); the client loop calls what it
+    # is told.
+    assert by["orchestrate", "geo_neighbour"]["tool_calls"] == [
+        "geo_find_entities",
+        "geo_get_relations",
+        "geo_get_neighbors",
+        "geo_get_attributes",
+        "geo_argmax",
+    ]
     assert by["orchestrate", "db_customers_germany"]["tool_calls"] == ["shop_run_select"]
-    assert by["all_tools", "geo_neighbour"]["tool_calls"] == orchestrated["tool_calls"]
+    assert by["all_tools", "geo_neighbour"]["tool_calls"] == [
+        "geo_find_entities",
+        "geo_get_neighbors",
+        "geo_argmax",
+    ]
     assert [by[arm, task]["correct"] for arm in ("orchestrate", "all_tools", "no_tools")
             for task in ("db_customers_germany", "geo_neighbour")] == [True] * 4 + [False] * 2  # fmt: skip
     assert "| arm | catalog | correct | database / graph |" in markdown(summarise(rows))
