@@ -51,10 +51,13 @@ def filter_by(tab: Console, outcome: str = "", tool: str = "", slower: str = "")
 
 
 def shows(tab: Console, *trace_ids: str) -> None:
-    """The list shows exactly these traces, in this order (newest first)."""
+    """The list shows exactly these traces, in this order (newest first). Each row is
+    waited for, not read once: two filters in a row can give lists of the same length,
+    and the old list is still on the page until the new one replaces it."""
     expect(rows(tab)).to_have_count(len(trace_ids))
-    shown = [rows(tab).nth(i).get_attribute("data-trace") for i in range(len(trace_ids))]
-    assert shown == list(trace_ids)
+    for i, trace_id in enumerate(trace_ids):
+        expect(rows(tab).nth(i)).to_have_attribute("data-trace", trace_id)
+    expect(rows(tab)).to_have_count(len(trace_ids))
 
 
 def test_the_trace_list_filters_keep_what_they_say(
