@@ -76,6 +76,7 @@ class CallRecord:
     error: str = ""
     question: str = ""
     arguments: dict[str, JsonValue] = field(default_factory=dict)
+    host: str = ""  # where it went (the per-host limit's key): a hostname, local, mcp:<server>
     ready: float | None = None
     started: float | None = None
     finished: float | None = None
@@ -295,7 +296,7 @@ class _Run:
         # trip through the event loop between a call and its successor.
         while node is not None:
             record = self.records[node.id]
-            host = self.runner.host(node)
+            host = record.host = self.runner.host(node)
             async with (
                 self.scheduler.client_slot(self.client, host),
                 self.scheduler.host_slot(host),

@@ -145,6 +145,8 @@ def _call(record: CallRecord, executed: ExecutedPlan) -> JsonValue:
         "error": record.error,
         "question": record.question,
         "arguments": record.arguments,
+        "host": record.host or None,
+        "mcp_server": _mcp_server(record.host),
         "attempts": executed.attempts.get(node.id, 0),
         "reused": node.id in executed.reused,
         "rejected": executed.rejected.get(node.id),  # a first call's input error, fed back
@@ -161,6 +163,11 @@ def _call(record: CallRecord, executed: ExecutedPlan) -> JsonValue:
         if compressed
         else None,
     }
+
+
+def _mcp_server(host: str) -> str | None:
+    """The MCP server a call went to (its host is ``mcp:<server>``), else None."""
+    return host.removeprefix("mcp:") if host.startswith("mcp:") else None
 
 
 def _ms(seconds: float | None) -> float | None:

@@ -5,9 +5,11 @@
 Tools: ``lookup_city`` (structured output with an output schema, read-only),
 ``forecast`` (text; its latitude and longitude are ``lookup_city``'s outputs),
 ``reject`` (an ``isError`` result, marked destructive), ``crash`` (the process exits
-in the middle of the call), ``slow`` (answers after ``seconds``), ``cancellations``
-(how many ``slow`` calls the client cancelled, once there is one) and ``grow`` (adds a
-tool, ``late_tool``, and says so with ``notifications/tools/list_changed``). The
+in the middle of the call), ``slow`` (says ``sleeping`` as progress, then answers after
+``seconds``), ``cancellations`` (how many ``slow`` calls the client cancelled, once
+there is one), ``grow`` (adds a tool, ``late_tool``, and says so with
+``notifications/tools/list_changed``) and ``meet`` (waits at the test's rendezvous on a
+loopback ``port`` and answers what the rendezvous said: calls that must overlap). The
 listing comes two tools a page. ``--silent`` starts and never answers anything, not
 even ``initialize``; ``--tools N`` adds N generated tools (``record_0000``…, each
 answering its arguments back), listed 100 a page (``python -m eval.bench_mcp``).
@@ -26,6 +28,7 @@ from typing import Any
 
 import anyio
 import uvicorn
+from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -75,6 +78,11 @@ TOOLS = [
     _tool("slow", "Answer after some seconds.", {"seconds": {"type": "number"}}),
     _tool("cancellations", "How many slow calls the client cancelled (waits for one).", {}),
     _tool("grow", "Add a tool to this server.", {}),
+    _tool(
+        "meet",
+        "Wait at a rendezvous on a loopback port until the others arrive.",
+        {"port": {"type": "integer", "description": "The rendezvous's port."}},
+    ),
 ]
 CANCELLED: list[str] = []  # slow calls cancelled by notifications/cancelled
 CANCELLED_ONE: list[anyio.Event] = []  # made in the server's loop
@@ -125,6 +133,7 @@ async def call_tool(
     if name == "crash":
         os._exit(3)
     if name == "slow":
+        await ctx.session.report_progress(0, message="sleeping")  # the call has arrived
         try:
             await anyio.sleep(float(arguments.get("seconds", 0)))
         except anyio.get_cancelled_exc_class():
@@ -141,11 +150,21 @@ async def call_tool(
             TOOLS.append(LATE)
         await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=_text("grown"))
+    if name == "meet":
+        return types.CallToolResult(content=_text(await _meet(int(arguments["port"]))))
     if name == "late_tool":
         return types.CallToolResult(content=_text("late"))
     if name.startswith("record_"):
         return types.CallToolResult(content=_text(json.dumps({"record": name, **arguments})))
     raise ValueError(f"no tool {name}")
+
+
+async def _meet(port: int) -> str:
+    """Arrive at the rendezvous on ``port``; the line it answers (``together``, or
+    ``alone`` when the others did not come in time)."""
+    async with await anyio.connect_tcp("127.0.0.1", port) as stream:
+        heard = BufferedByteReceiveStream(stream)
+        return (await heard.receive_until(b"\n", 64)).decode()
 
 
 def _server() -> Server[Any]:

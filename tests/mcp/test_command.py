@@ -9,6 +9,7 @@ import pytest
 from proxy.cli import main
 from tests.conftest import StartProxy
 from tests.mcp.conftest import ROOT
+from tests.mcp.server import TOOLS
 
 ADMIN = "tg-admin-key-0123456789"
 
@@ -30,13 +31,13 @@ def test_add_list_sync_remove(
         capfd, "add", "test", *where, "--env", f"PYTHONPATH={ROOT}", "--cwd", str(ROOT), *command
     )
     assert (status, err) == (0, "")
-    assert out.startswith("test  stdio  connected  7 tools  (registry)")
+    assert out.startswith(f"test  stdio  connected  {len(TOOLS)} tools  (registry)")
     status, out, _ = run(capfd, "list", *where)
-    assert out.splitlines()[0].startswith("test  stdio  connected  7 tools")
+    assert out.splitlines()[0].startswith(f"test  stdio  connected  {len(TOOLS)} tools")
     status, out, _ = run(capfd, "sync", "test", *where)
     assert out.strip() == "test: 0 tools written, 0 deleted, 0 edges, 0 refused"
     status, out, _ = run(capfd, "remove", "test", *where)
-    assert (status, out.strip()) == (0, "test: removed, 7 tools deleted")
+    assert (status, out.strip()) == (0, f"test: removed, {len(TOOLS)} tools deleted")
     status, out, _ = run(capfd, "list", *where)
     assert out.strip() == "no MCP servers"
 

@@ -16,6 +16,7 @@ from proxy.execute.egress import EgressPolicy
 from proxy.mcp.probe import probe_server
 from tests.conftest import ServerThread, StartProxy, free_port
 from tests.mcp.conftest import python_server
+from tests.mcp.server import TOOLS
 
 ADMIN = "tg-admin-key-0123456789"
 SERVERS = "/v1/toolgraph/mcp/servers"
@@ -37,7 +38,7 @@ def test_a_dry_run_lists_the_tools_and_keeps_nothing(start_proxy: StartProxy) ->
     lookup = next(t for t in body["tools"] if t["mcp_name"] == "lookup_city")
     assert lookup["name"] == "probe_lookup_city"
     assert lookup["description"]
-    assert len(body["tools"]) == 7
+    assert len(body["tools"]) == len(TOOLS)
     assert admin(proxy, "GET", SERVERS).json()["data"] == []
     catalog = admin(proxy, "GET", "/v1/toolgraph/tools").json()["data"]
     assert not [t for t in catalog if t["name"].startswith("probe_")]

@@ -12,6 +12,7 @@ import httpx
 from proxy.mcp.registered import FILE_NAME
 from tests.conftest import ServerThread, StartProxy
 from tests.mcp.conftest import python_server, wait_connected
+from tests.mcp.server import TOOLS
 
 ADMIN = "tg-admin-key-0123456789"
 SERVERS = "/v1/toolgraph/mcp/servers"
@@ -40,7 +41,7 @@ def test_a_server_is_added_listed_synced_and_removed(
     assert added.status_code == 201, added.text
     assert added.json()["connected"] is True
     assert added.json()["source"] == "registry"
-    assert added.json()["tools"] == 7
+    assert added.json()["tools"] == len(TOOLS)
     assert catalog_names(proxy) >= TOOL_NAMES
     (listed,) = admin(proxy, "GET", SERVERS).json()["data"]
     assert listed["name"] == "test"
@@ -49,7 +50,7 @@ def test_a_server_is_added_listed_synced_and_removed(
     assert synced.status_code == 200, synced.text
     assert synced.json()["written"] == 0  # nothing changed since the listing on connect
     removed = admin(proxy, "DELETE", f"{SERVERS}/test")
-    assert removed.json()["tools_deleted"] == 7
+    assert removed.json()["tools_deleted"] == len(TOOLS)
     assert not TOOL_NAMES & catalog_names(proxy)
     assert admin(proxy, "GET", SERVERS).json()["data"] == []
     assert admin(proxy, "DELETE", f"{SERVERS}/test").status_code == 404
