@@ -170,7 +170,10 @@ class Pipeline:
         earlier: list[EarlierCall],
         say: Say,
     ) -> ExecutedPlan:
+        turn.executed, turn.running = None, {}
+
         def observe(record: CallRecord) -> None:
+            turn.running[record.node.id] = record
             if record.outcome is None:
                 turn.tools_ran = True
             elif record.outcome is not CallOutcome.OK:

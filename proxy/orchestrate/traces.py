@@ -19,7 +19,7 @@ from pydantic import JsonValue
 
 from proxy import json_codec
 from proxy.errors import redact
-from proxy.execute.scheduler import CallRecord
+from proxy.execute.scheduler import CallRecord, PlanRun
 from proxy.execute.service import ExecutedPlan
 from proxy.kv import KeyValue
 from proxy.orchestrate.turn import AskedUser, Failed, Turn, conversation_text
@@ -104,7 +104,7 @@ def turn_trace(turn: Turn, secrets: Sequence[str]) -> dict[str, JsonValue]:
         "stream": bool(turn.request.stream),
         "conversation": conversation_text(turn.messages),
         "answer": _answer(turn, secrets),
-        "calls": call_traces(turn.executed) if turn.executed else [],
+        "calls": call_traces(turn.executed) if turn.executed else _running_calls(turn),
     }
     if turn.gate is not None:
         trace["gate"] = {"decision": turn.gate.label, "score": turn.gate.score}
@@ -131,6 +131,12 @@ def _answer(turn: Turn, secrets: Sequence[str]) -> JsonValue:
 
 def call_traces(executed: ExecutedPlan) -> list[JsonValue]:
     return [_call(record, executed) for record in executed.run.records.values()]
+
+
+def _running_calls(turn: Turn) -> list[JsonValue]:
+    """The calls of a plan that never finished (its request was cancelled): each one the
+    scheduler had started or ended by then, with its outcome (``cancelled`` if it ran)."""
+    return call_traces(ExecutedPlan(PlanRun(dict(turn.running)))) if turn.running else []
 
 
 def _call(record: CallRecord, executed: ExecutedPlan) -> JsonValue:

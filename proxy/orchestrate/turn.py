@@ -22,6 +22,7 @@ from proxy import metrics
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
 from proxy.execute.plan import ToolPlan
+from proxy.execute.scheduler import CallRecord
 from proxy.execute.service import ExecutedPlan
 from proxy.llm import Usage
 from proxy.plan.model import Plan
@@ -93,6 +94,9 @@ class Turn:
     plan: Plan | None = None
     tool_plan: ToolPlan | None = None
     executed: ExecutedPlan | None = None
+    #: The running plan's calls as the scheduler starts and ends them: what the trace of
+    #: a request cancelled mid-run (a client that left) shows, as ``executed`` never comes.
+    running: dict[str, CallRecord] = field(default_factory=dict)
     variables: Variables = field(default_factory=Variables)  # entity sets, for every plan run
     outcome: Outcome | None = None  # None: still running, or cancelled
     trace_saved: bool = False

@@ -2,20 +2,24 @@
 fake upstream: the plan's calls go out as ``tools/call`` to the tests' stdio server,
 one tool's structured output feeding the next; a server that crashes in the middle of
 a call fails that call cleanly; a server that is down has its stored tools left out
-of what the planner is offered."""
+of what the planner is offered; a client that leaves during a long call has that call
+cancelled at the server."""
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from graph_store.memory import InProcessStore
 from proxy.mcp.catalog import sync_server
 from tests.conftest import ServerThread, StartProxy
 from tests.mcp.conftest import Brain, ServeMcp, plan_oslo_weather, python_server, wait_connected
 from tests.mcp.server import TOOLS
-from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
+from tests.orchestrate.conftest import ORCHESTRATE, PROGRESS, sdk, trace, user
 
 
 def orchestrate(
@@ -100,3 +104,43 @@ def test_a_destructive_tool_runs_only_under_an_idempotency_key(
     _, calls = orchestrate(server, "Delete record r1.", {"Idempotency-Key": "delete-r1-once"})
     (called,) = calls.values()
     assert "records cannot be deleted" in called["error"]  # the server's own refusal
+
+
+def test_a_client_that_leaves_during_an_mcp_call_has_it_cancelled_at_the_server(
+    serve_mcp: ServeMcp, brain: Brain
+) -> None:
+    # Neither the call's timeout nor the plan's deadline may cancel it first.
+    server = serve_mcp(executor={"call_timeout": 600.0, "deadline": 600.0})
+    brain.one_step("Wait for the slow job", "slow job", "test_slow", {"seconds": 600})
+    with sdk(server).chat.completions.with_streaming_response.create(
+        model="fake-model",
+        messages=user("Wait for the slow job."),
+        stream=True,
+        extra_body=PROGRESS,
+    ) as response:
+        trace_id = response.headers["x-toolgraph-trace-id"]
+        for chunk in response.parse():
+            reasoning = (chunk.choices[0].delta.model_extra or {}).get("reasoning_content")
+            if "test/slow: sleeping" in str(reasoning):
+                break  # the server has the call: leave (the connection is closed)
+    # The server heard notifications/cancelled (it waits up to 30 s for one, else says 0)
+    brain.one_step("Count the cancelled calls", "cancelled calls", "test_cancellations", {})
+    _, calls = orchestrate(server, "How many slow calls were cancelled?")
+    assert calls["s1"]["output"] == "1"
+    left = saved_trace(server, trace_id)  # the request's task ended, cancelled
+    assert left["answer"] == {"kind": "cancelled"}
+    assert [(c["tool"], c["outcome"]) for c in left["calls"]] == [("test_slow", "cancelled")]
+    assert brain.asked["answer"] == 1  # the second request's only
+
+
+def saved_trace(server: ServerThread, trace_id: str) -> dict[str, Any]:
+    """The trace once it is saved (when the request's task ends)."""
+    deadline = time.monotonic() + 60
+    while (
+        found := httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
+    ).status_code == 404:
+        assert time.monotonic() < deadline, "the trace of the request that was left never came"
+        time.sleep(0.05)
+    assert found.status_code == 200, found.text
+    saved: dict[str, Any] = found.json()
+    return saved
