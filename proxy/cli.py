@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         return serve(settings, args.config)
     if args.command in GRAPH_COMMANDS:
-        return run_graph_command(args, _store_command_settings(settings))
+        return _run_graph_command(args, settings)
     if args.command in RETRIEVER_COMMANDS:
         return run_retriever_command(args, _index_command_settings(settings))
     if args.command in TOOL_COMMANDS:
@@ -74,6 +74,19 @@ def main(argv: list[str] | None = None) -> int:
             return group.run_command(args, settings)
     parser.print_help()
     return 2
+
+
+def _run_graph_command(args: argparse.Namespace, settings: Settings) -> int:
+    """graph_store's commands; ``catalog import``'s MCP server specs first (they need
+    the MCP SDK, which graph_store does not use: proxy/mcp/imported.py)."""
+    status = 0
+    if (args.command, args.action) == ("catalog", "import"):
+        from proxy.mcp.imported import import_command  # the MCP SDK: only when importing
+
+        status = import_command(args, settings, sys.stdout)
+        if not args.paths:
+            return status
+    return max(status, run_graph_command(args, _store_command_settings(settings)))
 
 
 def _store_command_settings(settings: Settings) -> StoreCommandSettings:

@@ -1,0 +1,110 @@
+"""``toolgraph catalog import`` of an MCP server spec (an MCP client's ``mcpServers``
+JSON, or toolgraph's ``mcp_servers`` YAML): the servers' tools written into the
+catalog and the servers kept, so that the proxy runs them when it starts; a server
+that cannot be reached, or a spec that is not valid, is one line and exit status 1."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from graph_store.memory import InProcessStore
+from proxy.cli import main
+from proxy.mcp.registered import FILE_NAME
+from tests.conftest import StartProxy
+from tests.mcp.conftest import ROOT, python_server, wait_connected
+from tests.mcp.server import TOOLS
+
+ADMIN = "tg-admin-key-0123456789"
+
+
+def run(capfd: pytest.CaptureFixture[str], *paths: Path) -> tuple[int, str, str]:
+    status = main(["catalog", "import", *map(str, paths)])
+    captured = capfd.readouterr()
+    return status, captured.out, captured.err
+
+
+def client_spec(folder: Path) -> Path:
+    """The tests' server as an MCP client (Claude Desktop, Cursor) lists it."""
+    entry = {
+        "command": sys.executable,
+        "args": ["-m", "tests.mcp.server"],
+        "env": {"PYTHONPATH": str(ROOT)},
+        "cwd": str(ROOT),
+    }
+    path = folder / "claude_desktop_config.json"
+    path.write_text(json.dumps({"mcpServers": {"test": entry}}))
+    return path
+
+
+def test_a_clients_spec_imports_the_tools_and_the_proxy_runs_the_server(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], start_proxy: StartProxy
+) -> None:
+    tools = tmp_path / "tools.json"  # a file of tools beside it is imported as before
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "add_numbers"}}]))
+    status, out, err = run(capfd, client_spec(tmp_path), tools)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[0] == (
+        f"test: {len(TOOLS)} tools written, 0 deleted, 1 edges, 0 refused (kept: the proxy runs it)"
+    )
+    proxy = start_proxy(admin_key=ADMIN)
+    data_dir = proxy.settings.data_dir
+    assert (data_dir / FILE_NAME).exists()
+    wait_connected(proxy)
+    headers = {"authorization": f"Bearer {ADMIN}"}
+    listed = httpx.get(f"{proxy.url}/v1/toolgraph/mcp/servers", headers=headers, timeout=30)
+    ((name, connected, source),) = [
+        (s["name"], s["connected"], s["source"]) for s in listed.json()["data"]
+    ]
+    assert (name, connected, source) == ("test", True, "registry")
+    proxy.__exit__()
+    store = InProcessStore.open(data_dir / "graph")
+    try:
+        city = store.get_tool("test_lookup_city")
+        assert city is not None
+        assert (city.provenance.format, city.provenance.file) == ("mcp", "test")
+        assert store.get_tool("add_numbers") is not None
+    finally:
+        store.close()
+
+
+def test_a_server_that_cannot_start_is_one_line_and_the_others_are_imported(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    servers = [
+        python_server().model_dump(mode="json"),
+        {"name": "nowhere", "command": ["/nonexistent/mcp-server"]},
+    ]
+    spec = tmp_path / "servers.yaml"
+    spec.write_text(yaml.safe_dump({"mcp_servers": servers}))
+    status, out, err = run(capfd, spec)
+    assert status == 1
+    assert out.startswith(f"test: {len(TOOLS)} tools written")
+    assert err.strip() == (
+        "toolgraph: MCP server nowhere: cannot start '/nonexistent/mcp-server' (no such file)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("servers", "problem"),
+    [
+        ({"old": {"type": "sse", "url": "http://127.0.0.1:1/sse"}}, "SSE transport"),
+        ({"bad name!": {"command": "x"}}, "MCP server 'bad name!': name: String should match"),
+        ({"both": {"command": "", "args": []}}, "give a command or a url"),
+    ],
+)
+def test_a_spec_that_is_not_valid_is_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], servers: object, problem: str
+) -> None:
+    spec = tmp_path / "mcp.json"
+    spec.write_text(json.dumps({"mcpServers": servers}))
+    status, out, err = run(capfd, spec)
+    assert (status, out) == (1, "")
+    assert err.startswith("toolgraph: ")
+    assert problem in err
+    assert len(err.strip().splitlines()) == 1
