@@ -1,7 +1,9 @@
 """``toolgraph catalog import`` of an MCP server spec (an MCP client's ``mcpServers``
 JSON, or toolgraph's ``mcp_servers`` YAML): the servers' tools written into the
 catalog and the servers kept, so that the proxy runs them when it starts; a server
-that cannot be reached, or a spec that is not valid, is one line and exit status 1."""
+that cannot be reached, or a spec that is not valid, is one line and exit status 1; a
+running proxy that shares a Redis starts an imported server at once and runs its
+tools in orchestrate mode."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ import yaml
 from graph_store.memory import InProcessStore
 from proxy.cli import main
 from proxy.mcp.registered import FILE_NAME
-from tests.conftest import StartProxy
-from tests.mcp.conftest import ROOT, python_server, wait_connected
+from tests.conftest import StartProxy, running_redis
+from tests.mcp.conftest import ROOT, Brain, python_server, wait_connected
 from tests.mcp.server import TOOLS
+from tests.mcp.test_workers import servers, until
+from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
 
 ADMIN = "tg-admin-key-0123456789"
 
@@ -108,3 +112,36 @@ def test_a_spec_that_is_not_valid_is_one_line(
     assert err.startswith("toolgraph: ")
     assert problem in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_running_proxy_that_shares_a_redis_starts_an_imported_server(
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+    start_proxy: StartProxy,
+    brain: Brain,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with running_redis() as redis:  # the test's own: the kept list would reach others
+        proxy = start_proxy(
+            admin_key=ADMIN,
+            redis_url=redis.url,
+            planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+            orchestrate={"gate": False},
+        )
+        monkeypatch.setenv("TOOLGRAPH_REDIS_URL", redis.url)
+        status, _, err = run(capfd, client_spec(tmp_path))
+        assert (status, err) == (0, "")
+        until("started it", lambda: servers(proxy).get("test", {}).get("connected") is True)
+        brain.one_step(
+            "Find the coordinates of Oslo", "coordinates", "test_lookup_city", {"city": "Oslo"}
+        )
+        raw = sdk(proxy).chat.completions.with_raw_response.create(
+            model="fake-model", messages=user("Where is Oslo?"), extra_body=ORCHESTRATE
+        )
+        (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+        assert (call["tool"], call["outcome"], call["mcp_server"]) == (
+            "test_lookup_city",
+            "ok",
+            "test",
+        )
+        proxy.__exit__()  # before its Redis goes
