@@ -18,7 +18,7 @@ import pytest
 from graph_store.memory import InProcessStore
 from graph_store.models import Tool
 from proxy.config import McpServer
-from proxy.errors import ToolTimeout
+from proxy.errors import ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.progress import reported_to
 from proxy.mcp.sources import McpSources
@@ -122,6 +122,18 @@ async def test_stdio_tools_their_hints_and_calls(store: InProcessStore) -> None:
         weather = await mcp.invoke(structured, {"location": "Chicago"})
         assert isinstance(weather, dict)
         assert weather["temperature"] == 36
+
+
+async def test_arguments_the_server_refuses_are_a_tool_error_in_its_words(
+    store: InProcessStore,
+) -> None:
+    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    async with connected(server, store) as mcp:
+        get_sum = tool(store, "everything_get-sum")
+        with pytest.raises(ToolError, match="Invalid arguments for tool get-sum") as refused:
+            await mcp.invoke(get_sum, {"a": "two"})
+        assert refused.value.param == "everything/get-sum"
+        assert await mcp.invoke(get_sum, {"a": 1, "b": 1}) == "The sum of 1 and 1 is 2."
 
 
 async def test_a_long_call_past_its_timeout_leaves_the_session_usable(

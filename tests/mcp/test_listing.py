@@ -22,7 +22,7 @@ from tests.mcp.conftest import python_server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
-LISTED = ["cancellations", "crash", "forecast", "grow", "lookup_city", "reject", "slow"]
+LISTED = ["cancellations", "crash", "forecast", "grow", "lookup_city", "meet", "reject", "slow"]
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ async def test_every_page_of_the_listing_becomes_tools_with_their_provenance(
     sources: McpSources, store: InProcessStore
 ) -> None:
     tools = store.list_tools()
-    assert sorted(t.original_name for t in tools) == LISTED  # three pages of two
+    assert sorted(t.original_name for t in tools) == LISTED  # four pages of two
     lookup = tool(store, "test_lookup_city")
     assert lookup.endpoint is not None
     assert lookup.endpoint.url == "mcp://test/lookup_city"
