@@ -4,10 +4,12 @@
 
 N tools (3,000 by default, a multiple of three), listed :data:`PAGE` a page: for each
 ``i``, ``lookup_<i>`` and ``lookup.<i>`` (one name once folded) and a name of 100
-characters, ``archive_archive_…<i>`` (past the 64 OpenAI allows). Two more tools:
-``pages`` (how many ``tools/list`` requests it answered) and ``change`` (rewrites
+characters, ``archive_archive_…<i>`` (past the 64 OpenAI allows). Three more tools:
+``pages`` (how many ``tools/list`` requests it answered), ``change`` (rewrites
 ``lookup_0000``'s description, drops the long name of ``i = 1``, adds ``late_tool``,
-and says so with ``notifications/tools/list_changed``).
+and says so with ``notifications/tools/list_changed``) and ``broken``, whose input
+schema is not valid JSON Schema (a property of type ``banana``; the SDK's server checks
+only that the root is an object's).
 """
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def main() -> None:
     TOOLS.extend(
         [*_generated(count), _tool("pages", "Count listings."), _tool("change", "Change.")]
     )
+    broken = {"type": "object", "properties": {"n": {"type": "banana"}}, "required": ["n"]}
+    TOOLS.append(types.Tool(name="broken", description="Bad schema.", input_schema=broken))
     anyio.run(serve)
 
 

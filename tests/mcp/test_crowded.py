@@ -1,6 +1,7 @@
-"""A huge ``tools/list``: 3,000 tools over 13 pages (tests/mcp/crowded.py), all synced
-under names that are unique and valid; a ``list_changed`` notification writes only
-the tools that changed."""
+"""A huge ``tools/list``: 3,003 tools over 13 pages (tests/mcp/crowded.py), all synced
+under names that are unique and valid, one whose schema is not valid JSON Schema
+among them (kept: its arguments are checked for what can be checked, and it runs); a
+``list_changed`` notification writes only the tools that changed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from graph_store.memory import InProcessStore
 from graph_store.names import is_valid_name
 from proxy.config import McpServer
+from proxy.execute.arguments import validate_arguments
 from proxy.mcp.sources import McpSources
 from tests.mcp.conftest import ROOT, Changes
 from tests.mcp.crowded import LONG
@@ -45,7 +47,7 @@ async def test_thousands_of_tools_over_pages_then_only_what_changed(
             await mcp.settled()
         assert mcp.connected() == ["crowded"]
         tools = {tool.original_name: tool for tool in store.list_tools()}
-        assert len(tools) == COUNT + 2  # every page, and pages and change
+        assert len(tools) == COUNT + 3  # every page: pages, change and broken too
         names = [tool.name for tool in tools.values()]
         assert len(set(names)) == len(names)
         assert all(is_valid_name(name) for name in names)
@@ -53,10 +55,13 @@ async def test_thousands_of_tools_over_pages_then_only_what_changed(
         assert tools["lookup.0007"].name.startswith("crowded_lookup_0007_")
         assert tools[f"{LONG}0007"].name != tools[f"{LONG}0008"].name  # past 64: a hash each
         pages = await mcp.invoke(tools["pages"], {})
-        assert pages == str(-(-(COUNT + 2) // 250))  # one request a page, 13
+        assert pages == str(-(-(COUNT + 3) // 250))  # one request a page, 13
         assert synced_lines(caplog) == [
-            f"MCP server crowded synced: {COUNT + 2} tools written, 0 deleted, 0 edges, 0 errors"
+            f"MCP server crowded synced: {COUNT + 3} tools written, 0 deleted, 0 edges, 0 errors"
         ]
+        broken = tools["broken"]
+        assert validate_arguments(broken, {}) == ["'n' is a required property"]
+        assert await mcp.invoke(broken, {"n": 1}) == "broken"
         before = {tool.id: tool for tool in store.list_tools()}
 
         assert await mcp.invoke(tools["change"], {}) == "changed"
@@ -69,6 +74,6 @@ async def test_thousands_of_tools_over_pages_then_only_what_changed(
         rewritten = after[tools["lookup_0000"].id]
         assert rewritten.description == "Look up entry 0 of the register, rewritten."
         unchanged = [id_ for id_ in after if id_ in before and after[id_] == before[id_]]
-        assert len(unchanged) == COUNT + 2 - 2  # all but the dropped and the rewritten
+        assert len(unchanged) == COUNT + 3 - 2  # all but the dropped and the rewritten
     finally:
         await mcp.aclose()
