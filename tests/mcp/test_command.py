@@ -1,4 +1,5 @@
-"""``toolgraph mcp add|list|sync|remove`` against a running proxy's registry API."""
+"""``toolgraph mcp add|list|sync|remove`` against a running proxy's registry API; a
+server added with one command has its tools planned and run in orchestrate mode."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 
 from proxy.cli import main
 from tests.conftest import StartProxy
-from tests.mcp.conftest import ROOT
+from tests.mcp.conftest import ROOT, Brain
 from tests.mcp.server import TOOLS
+from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
 
 ADMIN = "tg-admin-key-0123456789"
 
@@ -21,9 +23,17 @@ def run(capfd: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 
 def test_add_list_sync_remove(
-    start_proxy: StartProxy, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    start_proxy: StartProxy,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    brain: Brain,
 ) -> None:
-    proxy = start_proxy(admin_key=ADMIN, mcp_registry_commands=True)
+    proxy = start_proxy(
+        admin_key=ADMIN,
+        mcp_registry_commands=True,
+        planner={"policy": "llm", "top_k": 20, "memory_k": 0},
+        orchestrate={"gate": False},
+    )
     monkeypatch.setenv("TOOLGRAPH_ADMIN_KEY", ADMIN)
     where = ("--proxy", proxy.url)
     command = ("--command", f"{sys.executable} -m tests.mcp.server")
@@ -34,6 +44,15 @@ def test_add_list_sync_remove(
     assert out.startswith(f"test  stdio  connected  {len(TOOLS)} tools  (registry)")
     status, out, _ = run(capfd, "list", *where)
     assert out.splitlines()[0].startswith(f"test  stdio  connected  {len(TOOLS)} tools")
+    # One command, and its tools are found, planned and run in orchestrate mode.
+    brain.one_step(
+        "Find the coordinates of Oslo", "coordinates", "test_lookup_city", {"city": "Oslo"}
+    )
+    raw = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Where is Oslo?"), extra_body=ORCHESTRATE
+    )
+    (call,) = trace(proxy, raw.headers["x-toolgraph-trace-id"])["calls"]
+    assert (call["tool"], call["outcome"], call["mcp_server"]) == ("test_lookup_city", "ok", "test")
     status, out, _ = run(capfd, "sync", "test", *where)
     assert out.strip() == "test: 0 tools written, 0 deleted, 0 edges, 0 refused"
     status, out, _ = run(capfd, "remove", "test", *where)
