@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
+from eval.brain import Brain
 from proxy.cli import main
 from tests.conftest import StartProxy
-from tests.mcp.conftest import ROOT, Brain
+from tests.mcp.conftest import ROOT
 from tests.mcp.server import TOOLS
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
 

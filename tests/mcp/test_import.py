@@ -15,11 +15,12 @@ import httpx
 import pytest
 import yaml
 
+from eval.brain import Brain
 from graph_store.memory import InProcessStore
 from proxy.cli import main
 from proxy.mcp.registered import FILE_NAME
 from tests.conftest import StartProxy, running_redis
-from tests.mcp.conftest import ROOT, Brain, python_server, wait_connected
+from tests.mcp.conftest import ROOT, python_server, wait_connected
 from tests.mcp.server import TOOLS
 from tests.mcp.test_workers import servers, until
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user

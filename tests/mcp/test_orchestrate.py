@@ -14,10 +14,11 @@ from typing import Any
 
 import httpx
 
+from eval.brain import Brain
 from graph_store.memory import InProcessStore
 from proxy.mcp.catalog import sync_server
 from tests.conftest import ServerThread, StartProxy
-from tests.mcp.conftest import Brain, ServeMcp, plan_oslo_weather, python_server, wait_connected
+from tests.mcp.conftest import ServeMcp, plan_oslo_weather, python_server, wait_connected
 from tests.mcp.server import TOOLS
 from tests.orchestrate.conftest import ORCHESTRATE, PROGRESS, sdk, trace, user
 

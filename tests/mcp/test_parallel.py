@@ -11,9 +11,9 @@ import threading
 import time
 from collections.abc import Iterator
 
-from eval.brain import plan_of
+from eval.brain import Brain, plan_of
 from tests.conftest import StartProxy
-from tests.mcp.conftest import Brain, python_server, wait_connected
+from tests.mcp.conftest import python_server, wait_connected
 from tests.mcp.test_orchestrate import orchestrate
 
 #: Seconds the rendezvous waits for every caller: a guard against a hang, not a measure.
