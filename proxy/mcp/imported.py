@@ -13,8 +13,10 @@ tools' egress policy), its listing written into the graph store as a sync writes
 (:func:`~proxy.mcp.catalog.sync_server`), and the server kept in the registry's list
 (:mod:`proxy.mcp.registered`), so that the proxy runs it: at once for proxies that
 share a Redis (a notice tells them), else when the proxy next starts. A server the
-settings file names is synced and not kept (the file is the operator's). The other
-paths of the same command are files of tools, imported as before.
+settings file names is synced and not kept (the file is the operator's). Stdio
+servers are kept without ``mcp_registry_commands``: that setting keeps the admin key
+from giving a shell, and whoever runs this command has one. The other paths of the
+same command are files of tools, imported as before.
 """
 
 from __future__ import annotations
