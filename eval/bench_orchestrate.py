@@ -21,8 +21,10 @@ blocks, and the table gives each figure's ratio (this tree / ``REV``): the machi
 shared, so a before and an after taken at different times compare two loads.
 
 Stage times come from each request's trace, wall time from the client (the official
-SDK), toolgraph's own time from the ``x-toolgraph-overhead-ms`` header (the request's
-time less its waits on the upstream; it includes the tool's sandbox), and CPU per
+SDK), toolgraph's own time (the request's time less its waits on the upstream; it
+includes the tool's sandbox) from the ``x-toolgraph-overhead-ms`` header, sent with the
+response's start (for a stream: before planning), and from the trace, taken when the
+request ends (``timings.own``; a stream's too), and CPU per
 request from the proxy process (:mod:`eval._bench_arms`: the model and the sandbox run
 in other processes, so it is toolgraph's own work). Results: a table here,
 ``eval/results/bench_orchestrate.json`` and ``eval/results/bench_orchestrate.png``.
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import platform
 import re
@@ -141,11 +144,14 @@ def one_request(client: openai.OpenAI, base: str, stream: bool) -> dict[str, Any
     wall = time.perf_counter() - started
     trace = httpx.get(f"{base}/v1/toolgraph/traces/{headers['x-toolgraph-trace-id']}", timeout=30)
     calls = trace.json()["calls"]
+    timings = trace.json()["timings"]
     return {
         "wall_ms": wall * 1000,
         "first_event_ms": None if first is None else first * 1000,
         "own_ms": float(headers.get("x-toolgraph-overhead-ms", "nan")),
-        "stages_ms": {k: v * 1000 for k, v in trace.json()["timings"].items()},
+        # the whole request's (a stream's header is sent before planning); older trees lack it
+        "own_trace_ms": timings["own"] * 1000 if "own" in timings else math.nan,
+        "stages_ms": {k: v * 1000 for k, v in timings.items()},
         "calls_ms": [c["finished"] - c["started"] for c in calls if c["started"] is not None],
         "outcomes": [c["outcome"] for c in calls],
         "upstream_calls": trace.json()["upstream_calls"],
@@ -161,7 +167,8 @@ def passthrough(client: openai.OpenAI) -> float:
 
 
 def median(values: list[float]) -> float:
-    return round(statistics.median(values), 2) if values else 0.0
+    values = [v for v in values if not math.isnan(v)]
+    return round(statistics.median(values), 2) if values else math.nan
 
 
 def summarise(rows: list[dict[str, Any]], cpu_seconds: float) -> dict[str, Any]:
@@ -174,6 +181,7 @@ def summarise(rows: list[dict[str, Any]], cpu_seconds: float) -> dict[str, Any]:
         "wall_p50_ms": median(walls),
         "wall_p95_ms": p95(walls),
         "own_p50_ms": median([r["own_ms"] for r in rows]),
+        "own_trace_p50_ms": median([r["own_trace_ms"] for r in rows]),
         "cpu_per_request_ms": round(1000 * cpu_seconds / max(1, len(rows)), 2),
         "first_event_p50_ms": median([r["first_event_ms"] for r in rows if r["first_event_ms"]]),
         "stages_p50_ms": {s: median([r["stages_ms"].get(s, 0.0) for r in rows]) for s in STAGES},
@@ -241,7 +249,18 @@ def run(requests: int, trees: dict[str, Path]) -> dict[str, Any]:
     return results
 
 
-COLUMNS = ("gate", "plan", "execute", "Σ calls", "answer", "own", "cpu/req", "wall", "p95")
+COLUMNS = (
+    "gate",
+    "plan",
+    "execute",
+    "Σ calls",
+    "answer",
+    "own (header)",
+    "own (trace)",
+    "cpu/req",
+    "wall",
+    "p95",
+)
 
 
 def _figures(row: dict[str, Any]) -> list[float]:
@@ -253,6 +272,7 @@ def _figures(row: dict[str, Any]) -> list[float]:
         row["sum_of_calls_p50_ms"],
         stages["answer"],
         row["own_p50_ms"],
+        row.get("own_trace_p50_ms", math.nan),
         row["cpu_per_request_ms"],
         row["wall_p50_ms"],
         row["wall_p95_ms"],
@@ -270,11 +290,14 @@ def report(results: dict[str, Any], labels: list[str], console: Console) -> None
     ):
         rows = {label: results[f"{scenario}, {label}"] for label in labels}
         for label, row in rows.items():
-            figures = [f"{value:.1f}" for value in _figures(row)]
+            figures = ["-" if math.isnan(value) else f"{value:.1f}" for value in _figures(row)]
             table.add_row(scenario, label, str(row["calls"]), *figures)
         if len(labels) == 2:
             after, before = (_figures(rows[label]) for label in labels)
-            ratios = [f"{a / b:.2f}x" if b else "-" for a, b in zip(after, before, strict=True)]
+            ratios = [
+                f"{a / b:.2f}x" if b and not math.isnan(a / b) else "-"
+                for a, b in zip(after, before, strict=True)
+            ]
             table.add_row(scenario, f"{labels[0]} / {labels[1]}", "", *ratios)
     console.print(table)
     passthrough = "; ".join(

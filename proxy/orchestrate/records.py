@@ -130,6 +130,9 @@ class TurnRecords:
     async def save_trace(self, turn: Turn) -> None:
         turn.trace_saved = True
         turn.timings["total"] = round(turn.context.elapsed(), 6)
+        # The request's time less its waits on the upstream; for a stream the overhead
+        # header went out before planning, so only the trace has the whole of it.
+        turn.timings["own"] = round(turn.context.overhead(), 6)
         try:
             await self.traces.put(turn.trace_id, turn_trace(turn, self._secrets))
         except (StoreUnavailable, StoreFull) as exc:  # down, or a trace over its bound

@@ -27,7 +27,7 @@ from proxy.orchestrate.records import TurnRecords
 from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn
 from proxy.protocol.chat import ChoiceDelta, read_chunk
 from proxy.sse import DONE_DATA, KEEPALIVE, data_event, data_fields
-from proxy.upstream import EventStream
+from proxy.upstream import EventStream, waits_counted
 
 #: Events of the answer that may wait for a client reading slower than the upstream
 #: writes. The hand-over between the pipeline's task and the client's costs 3.2 µs
@@ -113,7 +113,7 @@ class RelayedAnswer:
 
     async def _relay(self, turn: Turn, stream: EventStream) -> str:
         text: list[str] = []
-        async for events in stream:
+        async for events in waits_counted(stream, turn.context):
             for data in data_fields(events):
                 chunk = None if data == DONE_DATA else json_codec.loads(data)
                 if not isinstance(chunk, dict):

@@ -1,6 +1,14 @@
 """Talking to the LLM upstream: routing a model name, relaying or translating the call."""
 
-from proxy.upstream.base import EventStream, Reply, Upstream, Upstreams, relay_events, within
+from proxy.upstream.base import (
+    EventStream,
+    Reply,
+    Upstream,
+    Upstreams,
+    relay_events,
+    waits_counted,
+    within,
+)
 from proxy.upstream.routing import ModelRouter, Target
 
 __all__ = [
@@ -11,5 +19,6 @@ __all__ = [
     "Upstream",
     "Upstreams",
     "relay_events",
+    "waits_counted",
     "within",
 ]

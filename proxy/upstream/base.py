@@ -108,6 +108,20 @@ async def relay_events(
         await stream.aclose()
 
 
+async def waits_counted(stream: EventStream, context: RequestContext) -> AsyncIterator[bytes]:
+    """``stream``'s events, the time spent waiting for each counted as the upstream's:
+    :func:`observe_wait` counts a stream's wait up to its headers only."""
+    events = aiter(stream)
+    while True:
+        started = time.perf_counter()
+        try:
+            found = await anext(events)
+        except StopAsyncIteration:
+            return
+        context.upstream_seconds += time.perf_counter() - started
+        yield found
+
+
 def observe_wait(model: str, started: float, context: RequestContext, outcome: str) -> None:
     """Count time spent waiting on the upstream, so it is not charged to toolgraph."""
     waited = time.perf_counter() - started
