@@ -19,8 +19,11 @@ async def healthz() -> JSONResponse:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    results = await services_of(request).readiness.run()
+    readiness = services_of(request).readiness
+    results = await readiness.run()
     body: dict[str, object] = {"status": _status(results), "checks": results}
+    if background := readiness.states():
+        body["background"] = background
     if body["status"] == "loading":  # the catalog is the one part that loads
         body["message"] = (
             "starting up: the embedding model and the tool catalog are loading; "

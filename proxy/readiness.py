@@ -1,14 +1,16 @@
 """Readiness: a check per configured store, run together, each under a timeout.
 
 A check reads ``ok``, ``loading`` (it raised :class:`Loading`: a part still loading at
-start-up, which requests wait for), ``timed out`` or ``failed: <error>``.
+start-up, which requests wait for), ``timed out`` or ``failed: <error>``. Work that
+goes on in the background once the process is ready (the catalog's sync at start-up)
+is shown beside the checks, in words, without deciding readiness.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from redis.asyncio import Redis
@@ -27,6 +29,11 @@ class Readiness:
     """The checks of every store that is configured, by name."""
 
     checks: dict[str, Check]
+    #: Background work by name, each read as a word (``running``, ``done``…).
+    background: dict[str, Callable[[], str]] = field(default_factory=dict)
+
+    def states(self) -> dict[str, str]:
+        return {name: state() for name, state in self.background.items()}
 
     async def run(self) -> dict[str, str]:
         names = list(self.checks)

@@ -174,7 +174,9 @@ async def open_services(
         registry=registry,
         mcp_registry=mcp_registry,
         mcp_endpoint=endpoint,
-        readiness=Readiness(_checks(settings, redis, session, catalog, mcp)),
+        readiness=Readiness(
+            _checks(settings, redis, session, catalog, mcp), {"catalog_sync": lambda: catalog.sync}
+        ),
         master_key=_key_bytes(settings.master_key),
         admin_key=_key_bytes(settings.admin_key),
     )

@@ -10,15 +10,13 @@ from pathlib import Path
 from graph_store.models import Tool
 from retriever.bulk import embed_documents
 from retriever.config import RetrieverConfig
-from retriever.documents import ToolDocument, make_document, tool_fields
+from retriever.documents import ToolDocument, catalog_documents
 from retriever.embedder import Encoder
 from retriever.errors import IndexNotBuilt
 from retriever.index import ToolIndex
 from retriever.qdrant_store import QdrantCatalog, SyncReport, collection_name, open_client
 
-
-def catalog_documents(tools: Sequence[Tool], config: RetrieverConfig) -> list[ToolDocument]:
-    return [make_document(tool_fields(tool), config.document) for tool in tools]
+__all__ = ["build_index", "catalog_documents", "load_index", "open_catalog"]
 
 
 def open_catalog(

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
 from graph_store.models import Tool
-from retriever.config import DocumentVariant
+from retriever.config import DocumentVariant, RetrieverConfig
 
 #: Characters of a group description kept in a document (they repeat across its APIs).
 _GROUP_CHARS = 300
@@ -78,6 +78,10 @@ def document_text(fields: ToolFields, variant: DocumentVariant = "enriched") -> 
     if params:
         lines.append("Parameters: " + "; ".join(params))
     return "\n".join(lines)
+
+
+def catalog_documents(tools: Sequence[Tool], config: RetrieverConfig) -> list[ToolDocument]:
+    return [make_document(tool_fields(tool), config.document) for tool in tools]
 
 
 def make_document(fields: ToolFields, variant: DocumentVariant = "enriched") -> ToolDocument:

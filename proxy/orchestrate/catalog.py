@@ -26,6 +26,14 @@ through this process's registry (:meth:`CatalogService.changed`) or a notice fro
 another process, and at the latest when a request finds the store's version stamp
 moved (checked at most every ``orchestrate.catalog_check_interval`` seconds), which
 covers writes by other workers and replicas whose notice was lost.
+
+A restart is ready before that sync: each full load leaves a snapshot of the
+in-process index in the data folder (:mod:`retriever.snapshot`), and the load at
+start-up first serves the store's tools that the snapshot holds unchanged, without
+opening Qdrant (importing its client and reading a local collection cost seconds),
+with no plan memory yet; the full load (packs, Qdrant sync, memory) then runs in the
+background and replaces it. Readiness says ``loading`` until one of the two is
+served; ``/readyz`` shows the sync's state beside it (:attr:`CatalogService.sync`).
 """
 
 from __future__ import annotations
@@ -56,6 +64,7 @@ if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports 
     from proxy.plan.planner import RequestPlanner
     from retriever.embedder import Encoder, Vectors
     from retriever.gate.catalog import CatalogGate
+    from retriever.index import ToolIndex
     from retriever.owned_client import OwnedClient
     from retriever.qdrant_store import LocalFolder, QdrantCatalog
 
@@ -110,6 +119,10 @@ class CatalogService:
         self._gate_vectors: dict[str, Vectors] = {}  # the gate's tool vectors, kept over reloads
         self._preloading: asyncio.Task[None] | None = None
         self._preload_failure: str | None = None  # why the load at start-up failed
+        #: Set once a catalog is served (from the snapshot or the full load), and once
+        #: the load at start-up has ended, either way.
+        self.served = asyncio.Event()
+        self.synced = asyncio.Event()
 
     def preload(self) -> None:
         """Start loading the catalog, and with it the embedding model, in the background.
@@ -118,8 +131,18 @@ class CatalogService:
 
     @property
     def loading(self) -> bool:
-        """Whether the background load is still running."""
-        return self._preloading is not None and not self._preloading.done()
+        """Whether the background load is still running with no catalog served yet."""
+        running = self._preloading is not None and not self._preloading.done()
+        return running and self._catalog is None
+
+    @property
+    def sync(self) -> str:
+        """The start-up sync in a word: ``running``, ``done``, ``failed`` or ``off``."""
+        if self._preloading is None:
+            return "off"
+        if not self._preloading.done():
+            return "running"
+        return "failed" if self._preload_failure is not None else "done"
 
     async def settle(self) -> None:
         """Wait for the background load to end: its thread cannot be stopped, and the
@@ -130,7 +153,8 @@ class CatalogService:
     async def _preload(self) -> None:
         started = time.monotonic()
         try:
-            catalog = await self.get()
+            await self._serve_snapshot(started)
+            catalog = await self._sync()
         except ToolgraphError as exc:  # readiness says so; the next request tries again
             self._preload_failure = exc.message
             log.warning("the catalog could not be loaded at start-up: %s", exc.message)
@@ -139,8 +163,37 @@ class CatalogService:
             self._preload_failure = f"{type(exc).__name__}: {exc}"
             log.exception("the catalog could not be loaded at start-up")
             return
+        finally:
+            self.served.set()
+            self.synced.set()
         seconds = time.monotonic() - started
         log.info("catalog ready: %d tools, loaded in %.1f s", len(catalog.tools), seconds)
+
+    async def _serve_snapshot(self, started: float) -> None:
+        """Serve the tools the index snapshot holds unchanged, when there is one."""
+        encoder = await self._select.encoder()
+        try:
+            found = await asyncio.to_thread(self._load_snapshot, encoder)
+        except (StoreUnavailable, OSError) as exc:  # the full load meets it and says so
+            log.warning("no catalog from the index snapshot: %s", exc)
+            return
+        if found is None:
+            return
+        async with self._lock:
+            if self._catalog is None:
+                self._catalog, self._version = found
+                self._stale, self._checked = False, time.monotonic()
+        self.served.set()
+        seconds = time.monotonic() - started
+        tools = len(found[0].tools)
+        log.info("catalog served from the index snapshot: %d tools in %.1f s", tools, seconds)
+
+    async def _sync(self) -> Catalog:
+        """The full load, whether or not a catalog is served already."""
+        encoder = await self._select.encoder()
+        async with self._lock:
+            self._stale = False
+            return await self._reload(encoder)
 
     def changed(self) -> None:
         """The store's tools changed: re-sync the index before the next plan."""
@@ -220,12 +273,9 @@ class CatalogService:
 
     def _load(self, encoder: Encoder) -> tuple[Catalog, str]:
         """The catalog as the store holds it now, and the store's version it was read at."""
-        from proxy.plan.candidates import CandidateFinder, weights_from
         from proxy.plan.memory import PlanMemory
-        from proxy.plan.planner import RequestPlanner
         from retriever.catalog import build_index, load_index
         from retriever.qdrant_store import QdrantCatalog, collection_name
-        from retriever.recent import remembering
 
         settings = self._settings
         if self.store is None:
@@ -252,21 +302,68 @@ class CatalogService:
         )
         log.info("catalog index: %s", report.summary())
         index = load_index(qdrant, settings.retriever)
+        self._save_snapshot(encoder, index)
         if self._memory is None:
             memory = PlanMemory(
                 self._client, settings.planner.memory_collection, encoder.dim, settings.secrets()
             )
             memory.create()
             self._memory = memory
-        planner = settings.planner
+        return self._catalog_of(store, index, tools, encoder, self._memory), version
+
+    def _load_snapshot(self, encoder: Encoder) -> tuple[Catalog, str] | None:
+        """The store's tools that the index snapshot holds unchanged, without Qdrant."""
+        from retriever.documents import catalog_documents
+        from retriever.snapshot import load_snapshot, snapshot_path
+
+        settings = self._settings
+        if self.store is None:
+            self.store = open_store(settings.data_dir, settings.neo4j_uri)
+        store = self.store
+        store.refresh()
+        version = store.version()
+        tools = store.list_tools()
+        if self._available is not None:
+            tools = [tool for tool in tools if self._available(tool)]
+        path = snapshot_path(settings.data_dir, settings.retriever.catalog, encoder.name)
+        documents = catalog_documents(tools, settings.retriever)
+        index = load_snapshot(path, documents, settings.retriever)
+        if index is None:
+            return None
+        held = {doc.id for doc in index.documents}
+        tools = [tool for tool in tools if tool.id in held]
+        return self._catalog_of(store, index, tools, encoder, None), version
+
+    def _save_snapshot(self, encoder: Encoder, index: ToolIndex) -> None:
+        from retriever.snapshot import save_snapshot, snapshot_path
+
+        settings = self._settings
+        path = snapshot_path(settings.data_dir, settings.retriever.catalog, encoder.name)
+        try:
+            save_snapshot(path, index)
+        except OSError as exc:  # the next start syncs first; this one is served
+            log.warning("the index snapshot could not be written: %s", exc)
+
+    def _catalog_of(
+        self,
+        store: GraphStore,
+        index: ToolIndex,
+        tools: list[Tool],
+        encoder: Encoder,
+        memory: PlanMemory | None,
+    ) -> Catalog:
+        from proxy.plan.candidates import CandidateFinder, weights_from
+        from proxy.plan.planner import RequestPlanner
+        from retriever.recent import remembering
+
+        planner = self._settings.planner
         finder = CandidateFinder(store, index, weights_from(planner), mode=planner.graph_mode)
-        catalog = Catalog(
+        return Catalog(
             store,
-            RequestPlanner(finder, remembering(encoder), planner, self._memory),
+            RequestPlanner(finder, remembering(encoder), planner, memory),
             {tool.name: tool for tool in tools},
-            self._gate(tools) if settings.orchestrate.gate else None,
+            self._gate(tools) if self._settings.orchestrate.gate else None,
         )
-        return catalog, version
 
     def _open_client(self) -> OwnedClient:
         from qdrant_client import QdrantClient

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from graph_store.errors import GraphStoreError
 from proxy import metrics
@@ -30,7 +31,6 @@ from proxy.llm import ChatModel, MeteredModel, metered
 from proxy.plan._llm import PlanningFailed
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.decompose import decompose
-from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.preconditions import enforce_preconditions
@@ -39,6 +39,9 @@ from proxy.plan.triage import CLOSEST as TRIAGE_CLOSEST
 from proxy.plan.triage import tool_line, triage
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import RetrieverError, VectorStoreError
+
+if TYPE_CHECKING:  # imports qdrant_client: a restart from the index snapshot plans without it
+    from proxy.plan.memory import PlanMemory
 
 log = logging.getLogger(__name__)
 

@@ -176,7 +176,11 @@ def test_readyz_says_loading_and_a_request_sent_meanwhile_is_answered_once_loade
     assert response.status_code == 200, response.text
     assert "42" in response.json()["choices"][0]["message"]["content"]
     ready = wait_ready(url)
-    assert ready.json() == {"status": "ready", "checks": {"catalog": "ok"}}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {"catalog": "ok"},
+        "background": {"catalog_sync": "done"},
+    }
     assert "catalog ready: 5 tools, loaded in" in log.read_text()
 
 
@@ -230,6 +234,7 @@ def test_a_load_at_start_up_that_fails_makes_the_process_not_ready(
     assert ready.json() == {
         "status": "not ready",
         "checks": {"catalog": "failed: CatalogUnavailable"},
+        "background": {"catalog_sync": "failed"},
     }
     response = httpx.post(
         f"{server.url}/v1/chat/completions",
