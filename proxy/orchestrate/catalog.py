@@ -66,7 +66,7 @@ if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports 
     from retriever.gate.catalog import CatalogGate
     from retriever.index import ToolIndex
     from retriever.owned_client import OwnedClient
-    from retriever.qdrant_store import LocalFolder, QdrantCatalog
+    from retriever.qdrant_store import LocalFolder, QdrantCatalog, SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -301,8 +301,10 @@ class CatalogService:
             tools, encoder, qdrant, settings.retriever, cache_dir=cache, progress=False
         )
         log.info("catalog index: %s", report.summary())
-        index = load_index(qdrant, settings.retriever)
-        self._save_snapshot(encoder, index)
+        index = self._served_index(report, tools)
+        if index is None:
+            index = load_index(qdrant, settings.retriever)
+            self._save_snapshot(encoder, index)
         if self._memory is None:
             memory = PlanMemory(
                 self._client, settings.planner.memory_collection, encoder.dim, settings.secrets()
@@ -310,6 +312,21 @@ class CatalogService:
             memory.create()
             self._memory = memory
         return self._catalog_of(store, index, tools, encoder, self._memory), version
+
+    def _served_index(self, report: SyncReport, tools: list[Tool]) -> ToolIndex | None:
+        """The served catalog's index when the sync changed nothing and it holds exactly
+        ``tools`` as they are: reading every vector back out of Qdrant and building BM25
+        and the int8 copy again (seconds over 47k tools) would give the same rows."""
+        from retriever.documents import catalog_documents
+
+        served = self._catalog
+        if served is None or report.added or report.updated or report.removed:
+            return None
+        index = served.planner.finder.index
+        held = {(doc.id, doc.digest) for doc in index.documents}
+        wanted = catalog_documents(tools, self._settings.retriever)
+        same = len(held) == len(wanted) and held == {(doc.id, doc.digest) for doc in wanted}
+        return index if same else None
 
     def _load_snapshot(self, encoder: Encoder) -> tuple[Catalog, str] | None:
         """The store's tools that the index snapshot holds unchanged, without Qdrant."""

@@ -33,7 +33,8 @@ async def test_a_restart_serves_the_snapshot_first_and_the_sync_after(tmp_path: 
     restart = CatalogService(settings, select)
     restart.preload()
     try:
-        assert restart.loading and restart.sync == "running"
+        assert restart.loading
+        assert restart.sync == "running"
         await asyncio.wait_for(restart.served.wait(), WAIT)
         assert not restart.loading  # readiness flips here, with the sync still running
         assert restart.sync == "running"
@@ -68,4 +69,27 @@ async def test_a_first_start_without_a_snapshot_is_loading_until_the_full_load(
     finally:
         await catalog.settle()
         catalog.close()
+        select.close()
+
+
+async def test_a_sync_that_changed_nothing_keeps_the_served_index(tmp_path: Path) -> None:
+    """No vectors read back out of Qdrant, no BM25 or int8 copy built twice."""
+    settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
+    select = SelectService(settings.retriever)
+    first = CatalogService(settings, select)
+    await first.get()
+    first.close()
+    restart = CatalogService(settings, select)
+    restart.preload()
+    try:
+        await asyncio.wait_for(restart.served.wait(), WAIT)
+        served = await restart.get()
+        await asyncio.wait_for(restart.synced.wait(), WAIT)
+        synced = await restart.get()
+        assert synced is not served
+        assert synced.memory is not None
+        assert synced.planner.finder.index is served.planner.finder.index
+    finally:
+        await restart.settle()
+        restart.close()
         select.close()
