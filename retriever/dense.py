@@ -61,7 +61,8 @@ class DenseMatrix:
 
     def score_of(self, query: Vectors, row: int) -> float:
         """Cosine similarity of one row with a normalised float32 query (exact): over
-        47k rows the full product costs about 12 ms, one row a microsecond."""
+        47k rows the full product costs 3.7 ms idle (7 ms of CPU at load 17), one row a
+        microsecond."""
         return float(self._matrix[row] @ query)
 
     def _product(self, query: Vectors) -> npt.NDArray[np.float32]:
