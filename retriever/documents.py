@@ -7,6 +7,12 @@ one of the variants measured in retriever/README.md:
 * ``name_description``: ``"name: description"`` (the open-source selector's text);
 * ``enriched``: name words, group and category, description, the group's description,
   parameter names with their descriptions and enum values.
+
+An enum marked :data:`DATA_ENUM` lists what the data a tool reads holds now (the
+database pack's table names), not what the tool does: the schema check uses it, the
+document leaves it out. Written into every tool that takes a table, those names made
+the helpers look like answers to any question naming a table: ``get_distinct_values``
+came before ``run_select`` for "the total of all invoices of the customers in France".
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ _GROUP_CHARS = 300
 _PARAM_CHARS = 120
 _ENUM_VALUES = 12
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+#: A parameter schema's keyword: its ``enum`` is the data's current values (checked, not
+#: embedded).
+DATA_ENUM = "x-data-enum"
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +147,9 @@ def schema_params(schema: Mapping[str, JsonValue]) -> tuple[Param, ...]:
         if not isinstance(spec, dict):
             continue
         enum = spec.get("enum")
-        values = tuple(str(v) for v in enum) if isinstance(enum, list) else ()
+        if not isinstance(enum, list) or spec.get(DATA_ENUM) is True:
+            enum = []
+        values = tuple(str(v) for v in enum)
         params.append(Param(name, _str(spec.get("description")), values))
     return tuple(params)
 

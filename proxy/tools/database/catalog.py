@@ -11,7 +11,9 @@ when the catalog loads (:func:`live_schema`), so a wrong name is refused by the
 schema check, with the names that exist, before the tool runs; a database that
 cannot be reached then, or holds more than :data:`MAX_TABLE_ENUM` tables, gets plain
 strings, and the tool's own check (against the schema it reflects) still refuses a
-wrong name. A table made after the load is in the enum from the next load on.
+wrong name. A table made after the load is in the enum from the next load on. The enum
+is marked ``x-data-enum``: retrieval's documents leave it out (only the query tools'
+outline names the tables), see :mod:`retriever.documents`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from proxy.tools.builtin import ChoicePaths, PythonTool
 from proxy.tools.database import functional, navigation
 from proxy.tools.database.engine import ReadOnlyDatabase
 from proxy.tools.database.schema import Schema
+from retriever.documents import DATA_ENUM
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +190,17 @@ def _with_tables(
     if tables is None:
         return list(specs)
     return [
-        replace(spec, properties={**spec.properties, "table": {**table, "enum": list(tables)}})
+        replace(spec, properties={**spec.properties, "table": _limited(table, tables)})
         if isinstance(table := spec.properties.get("table"), dict)
         else spec
         for spec in specs
     ]
+
+
+def _limited(table: dict[str, JsonValue], tables: Sequence[str]) -> dict[str, JsonValue]:
+    """A ``table`` parameter that takes one of ``tables``; marked as the data's names, so
+    retrieval finds the tool by what it does, not by the tables the database holds."""
+    return {**table, "enum": list(tables), DATA_ENUM: True}
 
 
 @dataclass

@@ -11,6 +11,8 @@ from proxy.config import DatabasePack as DatabaseSettings
 from proxy.errors import ToolInputRejected
 from proxy.execute.arguments import validate_arguments
 from proxy.tools.database.catalog import DatabasePack, database_tools
+from retriever.catalog import catalog_documents
+from retriever.config import RetrieverConfig
 
 JAZZ_BY_GERMAN_CUSTOMER = """
 SELECT c.first_name || ' ' || c.last_name AS customer, SUM(l.quantity) AS jazz_tracks
@@ -86,6 +88,25 @@ def test_table_parameters_are_enums_of_the_live_tables(engine_url: str) -> None:
     assert "'albums'" in problems[0]
     assert "'invoice_lines'" in problems[0]
     assert validate_arguments(distinct, {"table": "albums", "column": "title"}) == []
+
+
+def test_the_table_enums_are_checked_but_not_in_the_retrieval_documents(
+    sqlite_url: str, tmp_path: Any
+) -> None:
+    """The tools that take a table are found for what they do, whatever the database
+    holds: with the seven table names in their documents, get_distinct_values outranked
+    run_select for "the total of all invoices of the customers in France" (the pack
+    suite's traces of 88feb2f). Only the query tools' outline names the tables."""
+    live = {t.name: t for t in database_tools([DatabaseSettings(name="music", url=sqlite_url)])}
+    missing = DatabaseSettings(name="music", url=f"sqlite:///{tmp_path / 'none.db'}")
+    free = {t.name: t for t in database_tools([missing])}
+    documents = {d.name: d.text for d in catalog_documents(list(live.values()), RetrieverConfig())}
+    without = {d.name: d.text for d in catalog_documents(list(free.values()), RetrieverConfig())}
+    for name in ("list_tables", "get_distinct_values", "is_value_in_column", "get_date_format"):
+        assert "enum" in live[f"music_{name}"].param_schemas()["table"]
+        assert documents[f"music_{name}"] == without[f"music_{name}"]
+        assert "invoice_lines" not in documents[f"music_{name}"]
+    assert "invoice_lines" in documents["music_run_select"]
 
 
 def test_a_database_out_of_reach_keeps_table_names_free(tmp_path: Any) -> None:
