@@ -7,7 +7,9 @@ sub-tasks obtained so far, or over the conversation as one sub-task, and the rea
 is kept in ``plan.notes`` for the trace. The long-term memory is read only for the
 client ``scope`` names (a hash of its key); without one it is not read. Every plan's
 steps are then checked against their tools' preconditions, repaired or refused
-(:mod:`proxy.plan.preconditions`), whatever policy made it.
+(:mod:`proxy.plan.preconditions`), whatever policy made it. A request the triage sorted
+as one call whose one tool is refused there (a count of a set no call has made) is
+decomposed after all: the triage took a chain for one call.
 
 The event loop never waits on a store: the graph store and the index are
 synchronous (Neo4j answers over the network), so every stretch of work between two
@@ -89,9 +91,28 @@ class RequestPlanner:
                 plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
                 return plan
             if sort == "one":
-                plan = await self._select(conversation, [_whole(conversation)], counted, scope)
-                plan.notes.append("triage: one tool call, planned without a decomposition")
-                return plan
+                return await self._one_call(conversation, counted, scope)
+        return await self._decomposed(conversation, counted, scope)
+
+    async def _one_call(self, conversation: str, counted: MeteredModel, scope: str | None) -> Plan:
+        """The request as one sub-task, without a decomposition; decomposed after all when
+        the tool it gets is refused at plan time: that tool needs what an earlier call
+        gives, so the request is a chain the triage took for one call."""
+        plan = await self._select(conversation, [_whole(conversation)], counted, scope)
+        refused = await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
+        if not refused:
+            plan.notes.append("triage: one tool call, planned without a decomposition")
+            return plan
+        tools = ", ".join(refused.values())
+        why = f"triage: one tool call, but {tools} needs what an earlier call gives: decomposed"
+        decomposed = await self._decomposed(conversation, counted, scope)
+        decomposed.notes[:0] = [*plan.notes, why]
+        return decomposed
+
+    async def _decomposed(
+        self, conversation: str, counted: MeteredModel, scope: str | None
+    ) -> Plan:
+        """The request decomposed into sub-tasks, a tool chosen for each."""
         try:
             categories = await asyncio.to_thread(self._categories)
             with metrics.STAGE_LATENCY.labels("decompose").time():

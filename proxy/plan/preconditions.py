@@ -36,9 +36,11 @@ log = logging.getLogger(__name__)
 PACK_ORIGIN = "pack:"
 
 
-def enforce_preconditions(plan: Plan, store: GraphStore) -> None:
+def enforce_preconditions(plan: Plan, store: GraphStore) -> dict[str, str]:
     """Repair or refuse, in place, every step whose tool's preconditions do not hold
-    (blocking: the store is read; the planner runs it in a worker thread)."""
+    (blocking: the store is read; the planner runs it in a worker thread); the refused
+    steps with the tool each lost. A plan already checked is left as it is."""
+    refused: dict[str, str] = {}
     for step in [task.id for task in topological(plan.subtasks)]:
         tool = plan.choices.get(step)
         if tool is None:
@@ -48,7 +50,9 @@ def enforce_preconditions(plan: Plan, store: GraphStore) -> None:
         for resource in sorted(needs, key=lambda r: len(needs[r]), reverse=True):
             if not _meet(plan, store, step, resource, needs[resource]):
                 _refuse(plan, step, resource, needs[resource])
+                refused[step] = tool
                 break
+    return refused
 
 
 def preconditions(store: GraphStore, name: str) -> dict[str, set[str]]:

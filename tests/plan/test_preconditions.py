@@ -157,3 +157,48 @@ async def test_the_planner_repairs_the_plan_it_hands_over(
         "s2": "geo_get_neighbors",
     }
     assert "inserted s2_relations" in plan.notes[-1]
+
+
+async def test_a_one_call_triage_whose_tool_needs_an_earlier_call_is_decomposed(
+    store: InProcessStore, encoder: Encoder, upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    """The triage sorts "how many countries border Germany" as one call; the one tool
+    picked for it counts a variable that no call has made. Refusing that step left the
+    request without a tool (the pack suite's traces of 88feb2f); the triage was wrong,
+    so the request is decomposed as a `several` would have been."""
+    tools = store.list_tools()
+    documents = catalog_documents(tools, RetrieverConfig())
+    vectors = embed_documents(encoder, [d.text for d in documents], progress=False)
+    finder = CandidateFinder(store, ToolIndex(documents, vectors))
+    steps = [
+        {"id": "s1", "text": "find the country Germany", "category": "knowledge_graph"},
+        {"id": "s2", "text": "the countries bordering it", "category": "knowledge_graph",
+         "needs": ["s1"]},
+        {"id": "s3", "text": "count them", "category": "knowledge_graph", "needs": ["s2"]},
+    ]  # fmt: skip
+    upstream.enqueue(
+        Script(text="one"),
+        Script(text=json.dumps({"choice": 1, "reason": "geo_count counts them"})),
+        Script(text=json.dumps({"subtasks": steps})),
+        Script(text=json.dumps({"choice": 1, "reason": "geo_find_entities finds it"})),
+        Script(text=json.dumps({"choice": 1, "reason": "geo_get_neighbors follows borders"})),
+        Script(text=json.dumps({"choice": 1, "reason": "geo_count counts the set"})),
+    )
+    config = Planner(top_k=8, reflection_rounds=0, memory_k=0, triage=True)
+    question = "How many countries border Germany?"
+    plan = await RequestPlanner(finder, encoder, config).plan(question, model)
+    assert plan.choices == {
+        "s1": "geo_find_entities",
+        "s2_relations": "geo_get_relations",
+        "s2": "geo_get_neighbors",
+        "s3": "geo_count",
+    }
+    assert plan.notes[:2] == [
+        "precondition: refused geo_count for s1: it needs variable from one of geo_argmax, "
+        "geo_argmin, geo_find_entities, geo_get_neighbors, geo_intersection, and no step "
+        "before it calls one",
+        "triage: one tool call, but geo_count needs what an earlier call gives: decomposed",
+    ]
+    assert "inserted s2_relations" in plan.notes[-1]
+    assert plan.llm_calls == 6
+    assert len(upstream.requests) == 6
