@@ -99,7 +99,8 @@ class RequestPlanner:
         the tool it gets is refused at plan time: that tool needs what an earlier call
         gives, so the request is a chain the triage took for one call."""
         plan = await self._select(conversation, [_whole(conversation)], counted, scope)
-        refused = await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
+        store = self.finder.store
+        refused = await asyncio.to_thread(enforce_preconditions, plan, store, starts=False)
         if not refused:
             plan.notes.append("triage: one tool call, planned without a decomposition")
             return plan

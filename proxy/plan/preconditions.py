@@ -13,9 +13,17 @@ tool refuses the call:
   resource that exactly one tool gives, and whose own needs the step's earlier steps
   meet, gets a step of its own inserted before it (``get_relations`` before a
   ``get_neighbors`` that lacks one);
-* *refused* otherwise (no step before it made a variable: which entities to start
-  from is not for the planner to guess): the step loses its tool, so the executor
-  never calls it, and a step needing it is checked without it, in order.
+* *started*: a resource several tools give, of which exactly one needs nothing itself
+  (a variable, which only ``find_entities`` makes from nothing), missing before a
+  step of a decomposed plan: the plan's chain has no start, and that tool is
+  inserted as one, its argument written from the step's text like any other (a step
+  "the countries that border Germany" gets ``find_entities`` before it, and the
+  writer reads "Germany" there);
+* *refused* otherwise: the step loses its tool, so the executor never calls it, and a
+  step needing it is checked without it, in order. A plan of one step standing for
+  the whole request is checked without starts (``starts=False``): a count with no
+  set before it says the request is a chain, which the planner then decomposes,
+  rather than a count of one entity found.
 
 Every repair and refusal is one line of ``plan.notes``, which the request trace keeps.
 """
@@ -36,10 +44,11 @@ log = logging.getLogger(__name__)
 PACK_ORIGIN = "pack:"
 
 
-def enforce_preconditions(plan: Plan, store: GraphStore) -> dict[str, str]:
+def enforce_preconditions(plan: Plan, store: GraphStore, *, starts: bool = True) -> dict[str, str]:
     """Repair or refuse, in place, every step whose tool's preconditions do not hold
     (blocking: the store is read; the planner runs it in a worker thread); the refused
-    steps with the tool each lost. A plan already checked is left as it is."""
+    steps with the tool each lost. ``starts``: a missing start of a chain may be
+    inserted. A plan already checked is left as it is."""
     refused: dict[str, str] = {}
     for step in [task.id for task in topological(plan.subtasks)]:
         tool = plan.choices.get(step)
@@ -48,7 +57,7 @@ def enforce_preconditions(plan: Plan, store: GraphStore) -> dict[str, str]:
         needs = preconditions(store, tool)
         # What many tools give (a variable) first: without it nothing else can be inserted.
         for resource in sorted(needs, key=lambda r: len(needs[r]), reverse=True):
-            if not _meet(plan, store, step, resource, needs[resource]):
+            if not _meet(plan, store, step, resource, needs[resource], starts):
                 _refuse(plan, step, resource, needs[resource])
                 refused[step] = tool
                 break
@@ -67,7 +76,9 @@ def preconditions(store: GraphStore, name: str) -> dict[str, set[str]]:
     return needs
 
 
-def _meet(plan: Plan, store: GraphStore, step: str, resource: str, providers: set[str]) -> bool:
+def _meet(
+    plan: Plan, store: GraphStore, step: str, resource: str, providers: set[str], starts: bool
+) -> bool:
     """Whether ``resource`` reaches ``step`` now, after the one certain repair if any."""
     found = _provider(plan, step, providers)
     if found is not None:
@@ -76,13 +87,19 @@ def _meet(plan: Plan, store: GraphStore, step: str, resource: str, providers: se
             via = f"{found} ({plan.choices[found]})"
             _note(plan, f"{step} ({plan.choices[step]}) now reads the {resource} of {via} directly")
         return True
-    if len(providers) != 1:
-        return False
-    return _insert(plan, store, step, resource, next(iter(providers)))
+    if len(providers) == 1:
+        return _insert(plan, store, step, resource, next(iter(providers)))
+    starters = [tool for tool in sorted(providers) if not preconditions(store, tool)]
+    if starts and len(starters) == 1:
+        return _insert(plan, store, step, resource, starters[0], "the start of its chain")
+    return False
 
 
-def _insert(plan: Plan, store: GraphStore, step: str, resource: str, provider: str) -> bool:
-    """A step calling ``provider`` before ``step``, if its own needs are met before it."""
+def _insert(
+    plan: Plan, store: GraphStore, step: str, resource: str, provider: str, role: str = ""
+) -> bool:
+    """A step calling ``provider`` before ``step``, if its own needs are met before it
+    (``role``: what the inserted step is, for the note)."""
     sources = {}
     for need, givers in preconditions(store, provider).items():
         found = _provider(plan, step, givers)
@@ -100,7 +117,8 @@ def _insert(plan: Plan, store: GraphStore, step: str, resource: str, provider: s
     plan.choices[added.id] = provider
     _add_need(plan, step, added.id)
     what = f"{step} ({plan.choices[step]}) needs {resource} from {provider}"
-    _note(plan, f"{what}, which no step before it called: inserted {added.id}")
+    as_what = f" as {role}" if role else ""
+    _note(plan, f"{what}, which no step before it called: inserted {added.id}{as_what}")
     return True
 
 

@@ -109,7 +109,25 @@ def test_a_variable_made_further_back_becomes_a_direct_need(store: InProcessStor
     assert plan.subtasks[2].needs == ("s2", "s1")
 
 
-def test_a_step_with_no_variable_before_it_is_refused_and_so_are_its_dependents(
+def test_a_chain_with_no_start_gets_find_entities_as_its_start(store: InProcessStore) -> None:
+    """Several tools make a variable, but only find_entities makes one from nothing: a
+    decomposed "the countries bordering Germany" that skipped finding Germany."""
+    plan = plan_of(("s1", "get_neighbors", ()), ("s2", "count", ("s1",)))
+    refused = enforce_preconditions(plan, store)
+    assert refused == {}
+    assert plan.notes == [
+        "precondition: s1 (geo_get_neighbors) needs variable from geo_find_entities, which "
+        "no step before it called: inserted s1_variable as the start of its chain",
+        "precondition: s1 (geo_get_neighbors) needs relations from geo_get_relations, which "
+        "no step before it called: inserted s1_relations",
+    ]
+    assert [task.id for task in plan.subtasks] == ["s1_variable", "s1_relations", "s1", "s2"]
+    assert plan.subtasks[0].text == "Get the variable that this step needs: step s1"
+    assert plan.choices["s1_variable"] == "geo_find_entities"
+    assert plan.subtasks[2].needs == ("s1_variable", "s1_relations")
+
+
+def test_without_starts_a_step_with_no_variable_before_it_is_refused_and_so_are_its_dependents(
     store: InProcessStore,
 ) -> None:
     plan = plan_of(
@@ -117,7 +135,8 @@ def test_a_step_with_no_variable_before_it_is_refused_and_so_are_its_dependents(
         ("s2", "count", ("s1",)),
         ("s3", "find_entities", ()),
     )
-    enforce_preconditions(plan, store)
+    refused = enforce_preconditions(plan, store, starts=False)
+    assert refused == {"s1": "geo_get_neighbors", "s2": "geo_count"}
     makers = "geo_argmax, geo_argmin, geo_find_entities, geo_get_neighbors, geo_intersection"
     assert plan.notes == [
         f"precondition: refused geo_get_neighbors for s1: it needs variable from one of "
