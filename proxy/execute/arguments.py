@@ -133,6 +133,7 @@ class ArgumentWriter:
             parsed = parse_object(reply.text)
             if parsed is not None and "missing" in parsed:
                 _raise_missing(tool, parsed, fixed)
+                parsed = _without_question_form(tool, parsed)
             arguments: dict[str, JsonValue] = {}
             if parsed is None:
                 problems = ["the answer was not one JSON object"]
@@ -253,6 +254,17 @@ def _raise_missing(
         missing=missing,
         tool=tool.name,
     )
+
+
+def _without_question_form(tool: Tool, parsed: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A reply whose ``missing`` names no gap, its arguments without the question form's
+    own keys (a small model fills the form beside the arguments, ``"missing": []``);
+    a tool parameter of the same name is kept."""
+    own = set(tool.param_schemas())
+    return {key: value for key, value in parsed.items() if key in own or key not in _FORM}
+
+
+_FORM = frozenset({"missing", "question"})
 
 
 def _rejected(error: str) -> str:

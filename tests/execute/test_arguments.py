@@ -142,6 +142,24 @@ async def test_a_missing_value_becomes_a_question(
     assert raised.value.missing == ["nights"]
 
 
+async def test_an_empty_missing_beside_the_arguments_is_the_template_not_arguments(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    """A small model filled the prompt's question form beside the arguments, naming no
+    gap ({"name": "Germany", "missing": [], "question": "…"}, the pack suite's
+    find_entities at 04fdec4): its keys are dropped, not refused as unknown parameters
+    three times over."""
+    upstream.enqueue(
+        answer({"hotel_id": "h1", "nights": 2, "missing": [], "question": "Which hotel?"})
+    )
+    written = await ArgumentWriter().write(BOOK, "book hotel h1 for 2 nights", {}, {}, model)
+    assert written.arguments == {"hotel_id": "h1", "nights": 2}
+    assert written.attempts == 1
+    upstream.enqueue(answer({"hotel_id": "h1", "nights": 2, "missing": ["board"]}))
+    optional = await ArgumentWriter().write(BOOK, "book hotel h1 for 2 nights", {}, {}, model)
+    assert optional.arguments == {"hotel_id": "h1", "nights": 2}
+
+
 async def test_a_plan_asks_the_user_instead_of_guessing(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
