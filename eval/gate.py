@@ -58,10 +58,14 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         print(f"toolgraph: {exc}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    predicted = decide(rows, tools, settings, progress=not args.quiet)
+    predicted, threshold = decide(rows, tools, settings, progress=not args.quiet)
     scores = score([row.needs_tool for row in rows], predicted)
     took = time.perf_counter() - started
-    print(f"{len(rows)} requests, {len(tools)} tools, {took:.1f} s", file=out)
+    print(
+        f"{len(rows)} requests, {len(tools)} tools, threshold {threshold:.2f} (shipped), "
+        f"{took:.1f} s",
+        file=out,
+    )
     print("  ".join(f"{name} {value:.4f}" for name, value in scores.items()), file=out)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -71,8 +75,9 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
 
 def decide(
     rows: list[Labelled], tools: list[dict[str, str]], settings: Settings, progress: bool
-) -> list[bool]:
-    """The shipped gate's decision for every row, against ``tools``."""
+) -> tuple[list[bool], float]:
+    """The shipped gate's decision for every row, against ``tools``, and the threshold it
+    decided at (orchestrate mode's, from the shipped weights: never fitted here)."""
     from retriever.embedder import load_encoder
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
@@ -92,7 +97,7 @@ def decide(
             print(f"\rgate: {len(decisions)}/{len(rows)}", end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
-    return decisions
+    return decisions, gate.threshold
 
 
 def score(gold: list[bool], predicted: list[bool]) -> dict[str, float]:

@@ -10,6 +10,7 @@ import pytest
 
 from eval.gate import score
 from proxy.cli import main
+from retriever.gate.model import load_gate
 
 TOOLS = [
     {"name": "get_weather_forecast", "description": "Weather forecast for a city by day."},
@@ -55,6 +56,8 @@ def test_eval_gate_prints_and_writes_the_four_scores(
         {"accuracy": 4 / 6, "precision": 3 / 5, "recall": 1.0, "f1": 0.75}
     )
     assert "accuracy 0.6667  precision 0.6000  recall 1.0000  f1 0.7500" in printed
+    # The threshold it decided at is said, and it is the shipped file's, not fitted here.
+    assert f"threshold {load_gate().threshold:.2f} (shipped)" in printed
 
 
 @pytest.mark.parametrize(
