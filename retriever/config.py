@@ -66,6 +66,14 @@ class RetrieverConfig(BaseModel):
         "`int8` is about 1.5-2x faster with cosine about 0.985 and its own cache space; `fp16` is "
         "no faster on CPU (retriever/README.md, Latency).",
     )
+    onnx_query_precision: Literal["fp32", "fp16", "int8"] = Field(
+        default="int8",
+        description="Weights of the ONNX graph that embeds short texts (at most 128 tokens, one "
+        "text a run: a request's question and sub-tasks, short tool documents); longer texts use "
+        "`onnx_precision`. `int8` took 0.44x of fp32's time for a query on an idle core, NDCG@5 "
+        "within 0.5 of fp32's on the training sets (retriever/README.md, Issue 15); the same "
+        "value as `onnx_precision` runs one graph for everything.",
+    )
     onnx_dir: Path | None = Field(
         default=None,
         description="Folder of the ONNX exports, written on first use from the local weights; "

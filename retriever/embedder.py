@@ -69,6 +69,7 @@ def load_encoder(config: RetrieverConfig) -> Encoder:
         config.device,
         config.runtime,
         config.onnx_precision,
+        config.onnx_query_precision,
     )
     learned_path = adapter_path(config)
     learned = _adapter(learned_path) if learned_path is not None else None
@@ -164,6 +165,7 @@ def _onnx_encoder(path: Path, config: RetrieverConfig, delta: WeightDelta | None
             config.onnx_folder(),
             threads=config.cpu_threads,
             delta=delta,
+            query_precision=config.onnx_query_precision,
         )
     except ModelExportFailed as exc:
         if insist:

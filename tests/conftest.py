@@ -149,10 +149,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Export the bundled model's ONNX graph before any test runs when this checkout has
     none yet (a fresh clone): the export would otherwise count against the timeout of
     whichever test first loads the encoder, and under load it has taken minutes."""
+    from retriever.config import RetrieverConfig
     from retriever.embedder import bundled_model_path
     from retriever.onnx_encoder import OnnxEncoder
 
-    OnnxEncoder(bundled_model_path(), "mean", "fp32", ONNX_DIR)
+    query_precision = RetrieverConfig().onnx_query_precision
+    OnnxEncoder(bundled_model_path(), "mean", "fp32", ONNX_DIR, query_precision=query_precision)
 
 
 @pytest.fixture(scope="session")

@@ -42,7 +42,13 @@ def test_a_delta_changes_the_network_the_same_in_torch_and_onnx(tmp_path: Path) 
     assert isinstance(delta, WeightDelta)
     torch_tuned = load_encoder(RetrieverConfig(device="cpu", runtime="torch", adapter_path=path))
     onnx_tuned = load_encoder(
-        RetrieverConfig(device="cpu", runtime="onnx", adapter_path=path, onnx_dir=tmp_path)
+        RetrieverConfig(
+            device="cpu",
+            runtime="onnx",
+            adapter_path=path,
+            onnx_dir=tmp_path,
+            onnx_query_precision="fp32",  # the fp32 graph's fidelity is what is checked
+        )
     )
     bare = load_encoder(RetrieverConfig(device="cpu", runtime="torch", adapter=False))
     assert torch_tuned.name == onnx_tuned.name == f"{bare.name}+ft-{delta.digest}"

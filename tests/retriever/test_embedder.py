@@ -229,7 +229,8 @@ def test_the_encoder_gives_flagembeddings_vectors(pooling: str) -> None:
     from retriever.embedder import bundled_model_path
 
     texts = ["weather forecast for a city", "a longer sentence, padded in the batch", "x"]
-    encoder = load_encoder(RetrieverConfig(pooling=pooling, adapter=False))  # type: ignore[arg-type]
+    config = RetrieverConfig(pooling=pooling, adapter=False, onnx_query_precision="fp32")  # type: ignore[arg-type]
+    encoder = load_encoder(config)
     reference = FlagModel(str(bundled_model_path()), pooling_method=pooling, devices="cpu")
     expected = reference.encode(texts, batch_size=len(texts), convert_to_numpy=True)
     # Not bit for bit: FlagModel sorts a batch by length, so the padding differs.

@@ -70,6 +70,32 @@ def test_the_fp32_export_keeps_the_torch_encoders_name(
     assert onnx_encoder.dim == torch_encoder.dim == 384
 
 
+def test_short_texts_run_the_query_graph_and_long_ones_the_fp32_one(
+    onnx_encoder: OnnxEncoder, onnx_dir: Path
+) -> None:
+    both = OnnxEncoder(bundled_model_path(), "mean", "fp32", onnx_dir, query_precision="int8")
+    together = both.encode(TEXTS)
+    exact = onnx_encoder.encode(TEXTS)
+    long = TEXTS.index(max(TEXTS, key=len))  # past QUERY_TOKENS: the fp32 graph
+    assert np.allclose(together[long], exact[long], atol=1e-5)
+    short = [i for i in range(len(TEXTS)) if i != long]
+    assert not np.allclose(together[short], exact[short], atol=1e-4)  # the int8 graph answered
+    assert cosines(together, exact).min() >= 0.97
+    # A text's vector is its own, whatever else its pass held.
+    alone = np.concatenate([both.encode([text]) for text in TEXTS])
+    assert np.allclose(together, alone, atol=1e-6)
+    # One name, one cache: the two graphs' vectors are meant to be compared.
+    assert both.name == onnx_encoder.name
+    assert both.query_file == onnx_file(bundled_model_path(), "mean", "int8", onnx_dir)
+
+
+def test_the_default_encoder_runs_short_passes_on_int8(onnx_dir: Path) -> None:
+    encoder = load_encoder(RetrieverConfig(device="cpu", adapter=False))
+    assert isinstance(encoder, OnnxEncoder)
+    assert encoder.query_file is not None
+    assert encoder.query_file.is_file()
+
+
 def test_the_default_cpu_encoder_runs_on_onnx(onnx_dir: Path) -> None:
     encoder = load_encoder(RetrieverConfig(device="cpu", adapter=False))
     assert isinstance(encoder, OnnxEncoder)
