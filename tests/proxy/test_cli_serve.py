@@ -39,7 +39,7 @@ def start(
     args: list[str],
     env: dict[str, str],
     log: Path,
-    within: float = 60,
+    within: float = 300,
 ) -> str:
     port = free_port()
     with log.open("wb") as sink:
