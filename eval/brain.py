@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from eval.fake_upstream import Script
@@ -45,6 +45,8 @@ class Brain:
     asked: Counter[str] = field(default_factory=Counter)
     prompts: list[tuple[str, str]] = field(default_factory=list)  # (stage, user message)
     remember: bool = True
+    # The tokens each stage's answers report (prompt, completion), instead of words counted
+    usage: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def one_step(self, step: str, phrase: str, tool: str, arguments: dict[str, Any]) -> None:
         """A plan of one sub-task, ``step``: its pick is ``tool`` and its arguments
@@ -56,8 +58,15 @@ class Brain:
     def __call__(self, request: dict[str, Any]) -> Script | None:
         messages = request.get("messages") or []
         system = str(messages[0].get("content") or "") if messages else ""
-        user = str(messages[1].get("content") or "") if len(messages) > 1 else ""
         stage = stage_of(system)
+        script = self._script(request, stage, system)
+        if stage in self.usage:
+            return replace(script or Script(), usage=self.usage[stage])
+        return script
+
+    def _script(self, request: dict[str, Any], stage: str, system: str) -> Script | None:
+        messages = request.get("messages") or []
+        user = str(messages[1].get("content") or "") if len(messages) > 1 else ""
         self.asked[stage] += 1
         if self.remember:
             self.prompts.append((stage, user if stage != "answer" else system))

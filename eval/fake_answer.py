@@ -32,15 +32,20 @@ class Answer:
         ]
 
     def usage(self) -> dict[str, int]:
-        prompt = sum(
-            len(str(m.get("content") or "").split()) for m in self.request.get("messages", [])
-        ) + len(str(self.request.get("prompt") or "").split())
-        completion = len(self.text.split()) + sum(len(c.arguments) // 4 for c in self.calls)
+        prompt, completion = self.script.usage or self._counted()
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
+
+    def _counted(self) -> tuple[int, int]:
+        """Words as tokens: the prompt's messages (or text prompt), the answer's text."""
+        prompt = sum(
+            len(str(m.get("content") or "").split()) for m in self.request.get("messages", [])
+        ) + len(str(self.request.get("prompt") or "").split())
+        completion = len(self.text.split()) + sum(len(c.arguments) // 4 for c in self.calls)
+        return prompt, completion
 
     def finish_reason(self) -> str:
         if self.script.finish_reason is not None:

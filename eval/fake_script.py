@@ -35,3 +35,5 @@ class Script:
     # this the events before a drop reach the proxy only when the scheduler is kind.
     drop_when: threading.Event | None = None
     finish_reason: str | None = None  # e.g. "length": an answer cut at max_tokens
+    # The prompt and completion tokens to report, instead of words counted
+    usage: tuple[int, int] | None = None

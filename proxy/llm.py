@@ -39,12 +39,21 @@ class ModelReply:
 
 class ChatModel(Protocol):
     async def reply(
-        self, messages: Sequence[Message], *, max_tokens: int = 512, json: bool = False
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 512,
+        json: bool = False,
+        purpose: str = "",
+        about: str = "",
     ) -> ModelReply:
         """The assistant's answer to ``messages``; :class:`UpstreamError` when none came.
 
         ``json`` asks for a JSON object (OpenAI's ``response_format``), which servers
-        such as llama.cpp enforce with a grammar.
+        such as llama.cpp enforce with a grammar. ``purpose`` (the stage asking:
+        ``decompose``, ``pick``, ``arguments``…) and ``about`` (the sub-task or tool it
+        concerns) label the call in the meter's log, so a trace can show what each
+        upstream call was for and what it cost.
         """
         ...
 
@@ -58,7 +67,13 @@ class UpstreamModel:
         self._context = context
 
     async def reply(
-        self, messages: Sequence[Message], *, max_tokens: int = 512, json: bool = False
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 512,
+        json: bool = False,
+        purpose: str = "",
+        about: str = "",
     ) -> ModelReply:
         body: dict[str, Any] = {
             "model": self._target.model,
@@ -79,6 +94,18 @@ class UpstreamModel:
         return ModelReply(text, counts, truncated=choice.finish_reason == "length")
 
 
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    """One upstream reply in a meter's log: what it was for and its token counts."""
+
+    purpose: (
+        str  # the stage that asked: triage, decompose, pick, reflect, fields, arguments, answer
+    )
+    about: str  # the sub-task or tool it concerned; "" for the whole request
+    prompt_tokens: int
+    completion_tokens: int
+
+
 @dataclass(slots=True)
 class Usage:
     """What some LLM calls cost, added up: the one usage meter.
@@ -92,15 +119,22 @@ class Usage:
     total_tokens: int = 0  # the upstreams' own totals, summed: the planner's figure
     calls: int = 0  # usage objects added: one per reply that came
     asked: int = 0  # questions asked through a MeteredModel, failed ones included
+    log: list[UpstreamCall] = field(default_factory=list)  # one per usage object added
 
-    def add(self, usage: object) -> None:
-        """Add one OpenAI ``usage`` object (anything else is ignored)."""
+    def add(self, usage: object, purpose: str = "", about: str = "") -> None:
+        """Add one OpenAI ``usage`` object (anything else is ignored), and log it under
+        ``purpose`` and ``about``."""
         if not isinstance(usage, Mapping):
             return
         self.calls += 1
-        self.prompt_tokens += _count(usage.get("prompt_tokens"))
-        self.completion_tokens += _count(usage.get("completion_tokens"))
+        prompt, completion = (
+            _count(usage.get("prompt_tokens")),
+            _count(usage.get("completion_tokens")),
+        )
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
         self.total_tokens += _count(usage.get("total_tokens"))
+        self.log.append(UpstreamCall(purpose, about, prompt, completion))
 
     def as_openai(self) -> dict[str, int]:
         """OpenAI's three counts; the total is the two others' sum, as OpenAI's is."""
@@ -127,20 +161,29 @@ class MeteredModel:
         self.meters = (self.usage, *shared)
 
     async def reply(
-        self, messages: Sequence[Message], *, max_tokens: int = 512, json: bool = False
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 512,
+        json: bool = False,
+        purpose: str = "",
+        about: str = "",
     ) -> ModelReply:
         for meter in self.meters:
             meter.asked += 1
-        answer = await self.model.reply(messages, max_tokens=max_tokens, json=json)
+        answer = await self.model.reply(
+            messages, max_tokens=max_tokens, json=json, purpose=purpose, about=about
+        )
         for meter in self.meters:
-            meter.add(answer.usage)
+            meter.add(answer.usage, purpose, about)
         return answer
 
     async def ask_object(
-        self, messages: Sequence[Message], max_tokens: int = 512
+        self, messages: Sequence[Message], max_tokens: int = 512, purpose: str = ""
     ) -> dict[str, JsonValue] | None:
         """The JSON object the model answers (JSON mode); ``None`` when there is none."""
-        return parse_object((await self.reply(messages, max_tokens=max_tokens, json=True)).text)
+        reply = await self.reply(messages, max_tokens=max_tokens, json=True, purpose=purpose)
+        return parse_object(reply.text)
 
 
 def metered(model: ChatModel) -> MeteredModel:

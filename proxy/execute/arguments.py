@@ -123,7 +123,13 @@ class ArgumentWriter:
         problems: list[str] = []
         for attempt in range(1, self.max_attempts + 1):
             try:
-                reply = await model.reply(messages, max_tokens=self.max_tokens, json=True)
+                reply = await model.reply(
+                    messages,
+                    max_tokens=self.max_tokens,
+                    json=True,
+                    purpose="arguments",
+                    about=tool.name,
+                )
             except UpstreamError as exc:
                 raise NoValidArguments(
                     f"{tool.name}: no arguments, the model failed: {exc.message}",

@@ -77,7 +77,10 @@ class FieldSelector:
         self, key: str, tool: Tool, available: list[str], model: ChatModel
     ) -> list[str]:
         try:
-            reply = await model.reply(self._messages(tool, available), max_tokens=400, json=True)
+            messages = self._messages(tool, available)
+            reply = await model.reply(
+                messages, max_tokens=400, json=True, purpose="fields", about=tool.name
+            )
             chosen = known_paths(parse_keep(reply.text), available)[: self._max_fields]
         except ToolgraphError as exc:
             log.warning("field selection for %s failed: %s", tool.name, exc.message)

@@ -31,5 +31,5 @@ class WholeAnswer:
             reply = await turn.upstream.complete(turn.target, body, None, turn.context)
         self.completion = read_completion(reply.content)
         usage = self.completion.usage
-        turn.usage.add(usage.model_dump() if usage else None)
+        turn.usage.add(usage.model_dump() if usage else None, "answer")
         return self.completion.text()

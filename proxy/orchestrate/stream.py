@@ -120,7 +120,7 @@ class RelayedAnswer:
                     continue
                 if "error" in chunk:  # the upstream's own mid-stream error: pass it on
                     raise RelayedError(chunk["error"], data)
-                turn.usage.add(chunk.get("usage"))
+                turn.usage.add(chunk.get("usage"), "answer")
                 if chunk.get("choices"):
                     typed = read_chunk(chunk)
                     text.append(typed.text())

@@ -4,10 +4,11 @@
 ``x-toolgraph-trace-id``), ``GET /v1/toolgraph/traces`` a summary of the latest
 (:func:`trace_summary`; the console's list): the plan with every candidate list and decision, the
 tool DAG, every call with its arguments, timings, raw and compressed output, the
-answer's kind and the summed usage. It is derived from the typed :class:`Turn`
-when it is saved; nothing reads it to decide what to do. Secrets the proxy knows
-(upstream keys, tool credentials) are masked in the whole record before it is
-stored.
+answer's kind, the summed usage and each upstream call's tokens (``upstream_usage``:
+what the call was for — decompose, pick, arguments, fields, answer… — and its counts).
+It is derived from the typed :class:`Turn` when it is saved; nothing reads it to
+decide what to do. Secrets the proxy knows (upstream keys, tool credentials) are
+masked in the whole record before it is stored.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from proxy.errors import redact
 from proxy.execute.scheduler import CallRecord, PlanRun
 from proxy.execute.service import ExecutedPlan
 from proxy.kv import KeyValue
+from proxy.llm import UpstreamCall
 from proxy.orchestrate.turn import AskedUser, Failed, Turn, conversation_text
 
 #: The characters of a conversation a trace summary keeps (its end: the latest turn).
@@ -117,7 +119,18 @@ def turn_trace(turn: Turn, secrets: Sequence[str]) -> dict[str, JsonValue]:
     trace["timings"] = dict(turn.timings)
     trace["usage"] = dict(turn.usage.as_openai())
     trace["upstream_calls"] = turn.usage.calls
+    trace["upstream_usage"] = [_upstream_call(call) for call in turn.usage.log]
     return trace
+
+
+def _upstream_call(call: UpstreamCall) -> JsonValue:
+    """One upstream reply: the stage that asked, about what, and its tokens."""
+    return {
+        "purpose": call.purpose,
+        "about": call.about,
+        "prompt_tokens": call.prompt_tokens,
+        "completion_tokens": call.completion_tokens,
+    }
 
 
 def _answer(turn: Turn, secrets: Sequence[str]) -> JsonValue:

@@ -43,7 +43,7 @@ async def decompose(
     ]
     problems: list[str] = []
     for attempt in range(1, retries + 2):
-        reply = await model.reply(messages, max_tokens=MAX_TOKENS, json=True)
+        reply = await model.reply(messages, max_tokens=MAX_TOKENS, json=True, purpose="decompose")
         text = reply.text
         result, problems = read_decomposition(text, categories)
         if result is not None:

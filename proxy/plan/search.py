@@ -162,7 +162,9 @@ class DepthFirstSearch:
             {"role": "system", "content": prompt("pick")},
             {"role": "user", "content": context},
         ]
-        reply = await self.model.reply(messages, max_tokens=PICK_TOKENS, json=True)
+        reply = await self.model.reply(
+            messages, max_tokens=PICK_TOKENS, json=True, purpose="pick", about=task.id
+        )
         choice, reason = read_pick(reply.text)
         if isinstance(choice, int) and not isinstance(choice, bool):
             if 1 <= choice <= len(candidates):
@@ -282,7 +284,7 @@ async def reflect(model: MeteredModel, request: str, plan: Plan) -> Verdict:
             "content": f"<request>\n{request}\n</request>\n\nSteps:\n" + "\n".join(steps),
         },
     ]
-    data = await model.ask_object(messages, max_tokens=300)
+    data = await model.ask_object(messages, max_tokens=300, purpose="reflect")
     if data is None:
         return Verdict("unreadable")
     kind = str(data.get("verdict", ""))

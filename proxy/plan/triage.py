@@ -76,7 +76,7 @@ async def triage(model: MeteredModel, conversation: str, closest: Sequence[str] 
     meets the failure and degrades)."""
     messages = triage_messages(conversation, closest)
     try:
-        reply = await model.reply(messages, max_tokens=MAX_TOKENS)
+        reply = await model.reply(messages, max_tokens=MAX_TOKENS, purpose="triage")
     except ToolgraphError:
         return "several"
     return read_sort(reply.text)

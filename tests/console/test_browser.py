@@ -39,6 +39,18 @@ def plan_two_lookups_and_a_sum(brain: Brain) -> None:
     }
 
 
+#: Tokens the fake upstream reports per stage (prompt, completion): no two alike, so the
+#: trace page's table shows which call each number belongs to.
+STAGE_TOKENS = {
+    "decompose": (311, 31),
+    "pick": (212, 21),
+    "reflect": (57, 5),
+    "fields": (76, 7),
+    "arguments": (113, 11),
+    "answer": (419, 41),
+}
+
+
 def box(page: Any, selector: str) -> dict[str, float]:
     found: dict[str, float] = page.locator(selector).bounding_box()
     return found
@@ -48,6 +60,7 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     console: OpenConsole, server: ServerThread, brain: Brain
 ) -> None:
     plan_two_lookups_and_a_sum(brain)
+    brain.usage = dict(STAGE_TOKENS)
     tab = console(server)
     tab.open()
     tab.page.wait_for_selector("#trace-list, #no-traces")
@@ -89,6 +102,12 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     assert add["x"] >= max(oslo["x"] + oslo["width"], bergen["x"] + bergen["width"]) - 1
     assert tab.page.locator("#timeline .bar.critical").count() >= 2
     assert tab.page.locator("#section-calls details.call").count() == 3
+    # each upstream call with the tokens the fake upstream reported for its stage
+    calls = upstream_calls(tab.page)
+    assert {"decompose", "pick", "arguments", "answer"} <= {purpose for purpose, *_ in calls}
+    assert ("pick", "s2", *STAGE_TOKENS["pick"]) in calls
+    assert ("arguments", "oslo_queue", *STAGE_TOKENS["arguments"]) in calls
+    assert all(tuple(tokens) == STAGE_TOKENS[purpose] for purpose, _, *tokens in calls)
     tab.shot("trace")
     assert HOSTILE in tab.page.text_content("#section-calls details.call[data-node=s1]")
     assert tab.page.evaluate("window.pwned === undefined")
@@ -102,6 +121,21 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     assert "oslo_queue" in tab.page.inner_text("#trace-list tbody tr")
     tab.shot("traces")
     assert tab.errors == []
+
+
+def upstream_calls(page: Any) -> list[tuple[Any, ...]]:
+    """(purpose, about, prompt tokens, completion tokens) of each row of the trace page's
+    upstream calls."""
+    rows = page.locator("#upstream-calls tbody tr")
+    return [
+        (
+            row.get_attribute("data-purpose"),
+            row.get_attribute("data-about"),
+            int(row.locator("td.prompt").inner_text()),
+            int(row.locator("td.completion").inner_text()),
+        )
+        for row in (rows.nth(i) for i in range(rows.count()))
+    ]
 
 
 def test_a_tool_added_through_the_form_is_found_and_has_a_page(

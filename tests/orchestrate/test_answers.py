@@ -109,6 +109,55 @@ def test_progress_is_off_unless_asked_and_non_stream_gets_the_same_answer(
     assert raw.headers["x-toolgraph-trace-id"] != ""
 
 
+#: Tokens the fake upstream reports per stage (prompt, completion): no two alike.
+STAGE_TOKENS = {
+    "decompose": (301, 31),
+    "pick": (202, 22),
+    "reflect": (55, 5),
+    "arguments": (103, 13),
+    "answer": (404, 44),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_trace_lists_each_upstream_call_with_what_it_was_for_and_its_tokens(
+    start_proxy: StartProxy, brain: Brain, stream: bool
+) -> None:
+    server = start_proxy(planner={"policy": "llm", "top_k": 10, "memory_k": 0})
+    brain.one_step(QUESTION, "2*pi*50", "evaluate_expression", {"expression": "2*pi*50"})
+    brain.usage = dict(STAGE_TOKENS)
+    client = sdk(server).chat.completions
+    if stream:
+        with client.with_streaming_response.create(
+            model="fake-model",
+            messages=user(QUESTION),
+            stream=True,
+            stream_options={"include_usage": True},
+            extra_body=ORCHESTRATE,
+        ) as response:
+            trace_id = response.headers["x-toolgraph-trace-id"]
+            usage = stream_parts(response.parse())[2][-1].usage
+    else:
+        raw = client.with_raw_response.create(
+            model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+        )
+        trace_id, usage = raw.headers["x-toolgraph-trace-id"], raw.parse().usage
+    recorded = trace(server, trace_id)
+    calls = [(c["purpose"], c["about"]) for c in recorded["upstream_usage"]]
+    assert calls == [
+        ("decompose", ""),
+        ("pick", "s1"),
+        ("reflect", ""),
+        ("arguments", "evaluate_expression"),
+        ("answer", ""),
+    ]
+    for call in recorded["upstream_usage"]:
+        assert (call["prompt_tokens"], call["completion_tokens"]) == STAGE_TOKENS[call["purpose"]]
+    assert recorded["upstream_calls"] == 5
+    assert usage.prompt_tokens == sum(p for p, _ in STAGE_TOKENS.values())
+    assert usage.completion_tokens == sum(c for _, c in STAGE_TOKENS.values())
+
+
 def test_the_mode_header_and_the_configured_default_choose_orchestrate(
     start_proxy: StartProxy, brain: Brain
 ) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from eval.fake_upstream import FakeUpstream, Script
 from proxy.errors import UpstreamError
-from proxy.llm import MeteredModel, UpstreamModel, Usage, metered, quote_result
+from proxy.llm import MeteredModel, UpstreamCall, UpstreamModel, Usage, metered, quote_result
 
 
 def test_tool_output_cannot_close_its_quotes() -> None:
@@ -30,6 +30,30 @@ async def test_a_share_is_counted_apart_and_in_the_total(
     assert (request.usage.asked, request.usage.calls) == (2, 2)
     assert 0 < share.usage.total_tokens < request.usage.total_tokens
     assert request.usage.as_openai()["total_tokens"] == request.usage.total_tokens
+
+
+async def test_each_reply_is_logged_with_what_it_was_for_in_every_meter(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(Script(text="{}", usage=(120, 7)), Script(text="s", usage=(45, 3)))
+    request = MeteredModel(model, Usage())
+    share = metered(request)
+    await share.reply([{"role": "user", "content": "a"}], purpose="pick", about="s2")
+    await request.reply([{"role": "user", "content": "b"}], purpose="arguments", about="calc")
+    assert request.usage.log == [
+        UpstreamCall("pick", "s2", 120, 7),
+        UpstreamCall("arguments", "calc", 45, 3),
+    ]
+    assert share.usage.log == [UpstreamCall("pick", "s2", 120, 7)]
+    assert len(request.usage.log) == request.usage.calls
+    assert sum(c.prompt_tokens for c in request.usage.log) == request.usage.prompt_tokens
+
+
+def test_only_usage_objects_are_logged() -> None:
+    usage = Usage()
+    usage.add(None, "answer")  # an upstream that sent no usage: no call to show
+    usage.add({"prompt_tokens": 9, "completion_tokens": -1}, "answer")
+    assert usage.log == [UpstreamCall("answer", "", 9, 0)]
 
 
 @pytest.mark.parametrize(

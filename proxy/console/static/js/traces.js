@@ -55,6 +55,7 @@ export async function traceView(main, { args: [id] }) {
     h("h1", {}, "Trace ", h("code", {}, id)),
     facts(trace),
     section("Stages", stageBars(trace.timings || {})),
+    section("Upstream calls", upstreamCalls(trace.upstream_usage || [])),
     trace.plan ? section("Plan", planGraph(trace.plan), decisions(trace.plan)) : null,
     section("Timeline", trace.calls.length ? timeline(trace.calls) : h("p", { class: "muted" }, "No tool ran.")),
     trace.calls.length ? section("Calls", trace.calls.map(callDetails)) : null,
@@ -93,6 +94,25 @@ function stageBars(timings) {
     return h("div", { class: "stage-row", "data-stage": name },
       h("span", { class: "stage-name" }, name), h("span", { class: "stage-track" }, bar), h("span", { class: "num" }, seconds(took)));
   }));
+}
+
+// Each upstream LLM call of the request, in the order the replies came, with its tokens.
+function upstreamCalls(calls) {
+  if (!calls.length) return h("p", { class: "muted" }, "No upstream call reported its usage.");
+  const sum = (key) => calls.reduce((total, c) => total + c[key], 0);
+  const rows = calls.map((c, i) => h("tr", { "data-purpose": c.purpose, "data-about": c.about },
+    h("td", { class: "num" }, i + 1),
+    h("td", {}, c.purpose || "–"),
+    h("td", {}, c.about ? h("code", {}, c.about) : ""),
+    h("td", { class: "num prompt" }, c.prompt_tokens),
+    h("td", { class: "num completion" }, c.completion_tokens),
+    h("td", { class: "num" }, c.prompt_tokens + c.completion_tokens)));
+  const total = h("tr", { class: "total" }, h("td", {}), h("td", {}, "all"), h("td", {}),
+    h("td", { class: "num" }, sum("prompt_tokens")), h("td", { class: "num" }, sum("completion_tokens")),
+    h("td", { class: "num" }, sum("prompt_tokens") + sum("completion_tokens")));
+  return h("div", { class: "scroll" }, h("table", { id: "upstream-calls" },
+    h("thead", {}, h("tr", {}, ["#", "For", "About", "Prompt tokens", "Completion tokens", "Total"].map((c, i) => h("th", { class: i === 0 || i > 2 ? "num" : null }, c)))),
+    h("tbody", {}, rows), h("tfoot", {}, total)));
 }
 
 // --- the plan: sub-tasks in columns by depth (a step right of every step it needs)
