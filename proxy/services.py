@@ -53,6 +53,7 @@ from proxy.passthrough.service import RelayService
 from proxy.protocol.chat import Mode
 from proxy.protocol.mode import ChatMode, Modes
 from proxy.readiness import Check, Loading, Readiness, http_check, neo4j_check, redis_check
+from proxy.registry.fetch import OpenApiFetcher
 from proxy.registry.service import ToolRegistry
 from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.service import ResponsesService
@@ -139,7 +140,10 @@ async def open_services(
     await stack.enter_async_context(_listening(notices))
     registry = None
     if store is not None:
-        registry = ToolRegistry(store, executor.invoker, on_change=notices.announce)
+        documents = OpenApiFetcher(executor.client, settings.limits.max_body_bytes)
+        registry = ToolRegistry(
+            store, executor.invoker, on_change=notices.announce, fetch=documents.fetch
+        )
     mcp_registry = None
     if mcp is not None:  # started once the catalog hears its changes; closed before the store
         mcp.on_change = notices.announce

@@ -94,6 +94,11 @@ class ToolExecutor:
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
         self.writer = ArgumentWriter()
 
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client the catalog's tools share, under its egress policy."""
+        return self._client
+
     async def aclose(self) -> None:
         if self._owns_client:
             await self._client.aclose()

@@ -10,7 +10,8 @@ from graph_store.models import Tool
 
 
 class RegisterTools(BaseModel):
-    """Tools to add: OpenAI function specs or one OpenAPI 3 document, not both.
+    """Tools to add: OpenAI function specs, one OpenAPI 3 document, or the URL of one
+    (fetched under the tools' egress policy): exactly one of the three.
 
     ``test_arguments`` maps a tool's name to the arguments of its dry-run call.
     """
@@ -19,13 +20,18 @@ class RegisterTools(BaseModel):
 
     openai: list[dict[str, JsonValue]] | None = None
     openapi: dict[str, JsonValue] | None = None
+    openapi_url: str | None = None
     category: str | None = None
     test_arguments: dict[str, dict[str, JsonValue]] = {}
 
     @model_validator(mode="after")
     def _one_source(self) -> RegisterTools:
-        if (self.openai is None) == (self.openapi is None):
-            raise ValueError("send exactly one of 'openai' (function specs) or 'openapi'")
+        given = [self.openai, self.openapi, self.openapi_url]
+        if sum(source is not None for source in given) != 1:
+            raise ValueError(
+                "send exactly one of 'openai' (function specs), 'openapi' (a document) "
+                "or 'openapi_url'"
+            )
         return self
 
 

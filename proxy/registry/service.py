@@ -1,4 +1,5 @@
-"""The tool registry, without HTTP: parse, check by calling, store.
+"""The tool registry, without HTTP: parse (an OpenAPI document given by its URL is
+fetched first, :mod:`proxy.registry.fetch`), check by calling, store.
 
 A new HTTP tool is called once before it is stored (the thesis's custom-API page
 does the same), through the executor's invoker and so under the egress policy.
@@ -33,6 +34,7 @@ from proxy.tools.builtin import BUILTIN_SCHEME
 
 _SOURCE = Path("registry")
 _T = TypeVar("_T")
+Fetch = Callable[[str], Awaitable[dict[str, JsonValue]]]  # an OpenAPI document's URL → it
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +50,17 @@ class ToolRegistry:
         store: GraphStore,
         invoker: ToolInvoker,
         on_change: Callable[[], Awaitable[None]] | None = None,
+        fetch: Fetch | None = None,
     ) -> None:
         self._store = store
         self._invoker = invoker
+        self._fetch = fetch
         self._on_change = on_change or _nothing
         self._writing = asyncio.Lock()
 
     async def register(self, request: RegisterTools, store: bool) -> tuple[list[Tool], list[Check]]:
         """Parse, check and (unless ``store`` is false) save the tools of ``request``."""
-        tools = _parse(request)
+        tools = _parse(request, await self._document(request))
         async with self._writing:
             taken = await asyncio.to_thread(self._fresh, self._store.names)
             tools, clashes = unique_tools(tools, taken)
@@ -85,6 +89,16 @@ class ToolRegistry:
             await asyncio.to_thread(self._store.delete_tools, [tool.id])
             await self._on_change()
         return tool
+
+    async def _document(self, request: RegisterTools) -> dict[str, JsonValue] | None:
+        """The OpenAPI document of ``request``: sent, fetched from its URL, or none."""
+        if request.openapi_url is None:
+            return request.openapi
+        if self._fetch is None:
+            raise InvalidRequest(
+                "this registry fetches no document: send it as 'openapi'", param="openapi_url"
+            )
+        return await self._fetch(request.openapi_url)
 
     def _fresh(self, read: Callable[[], _T]) -> _T:
         """``read`` after taking in what other processes (workers sharing the embedded
@@ -154,12 +168,12 @@ def _sample(schema: JsonValue) -> JsonValue:
     return _PLACEHOLDERS.get(kind, "test") if isinstance(kind, str) else "test"
 
 
-def _parse(request: RegisterTools) -> list[Tool]:
+def _parse(request: RegisterTools, document: dict[str, JsonValue] | None) -> list[Tool]:
     try:
         if request.openai is not None:
             parsed = parse_openai(_SOURCE, request.openai)
         else:
-            parsed = parse_openapi(_SOURCE, request.openapi)
+            parsed = parse_openapi(_SOURCE, document)
     except InvalidItem as exc:
         raise InvalidRequest(exc.problem, param=exc.item, code="invalid_tool") from None
     _refuse_errors(parsed)

@@ -11,16 +11,43 @@ from typing import Any
 import httpx
 import pytest
 
+from proxy.registry.fetch import anchored
 from tests.conftest import ServerThread, free_port
 
 ADMIN = "tg-admin-key-0123456789"
 TOOLS = "/v1/toolgraph/tools"
 
 
+#: An OpenAPI document of the weather API, in YAML, with no ``servers``: the API is
+#: where the document is.
+WEATHER_YAML = b"""openapi: 3.0.3
+info: {title: Weather, version: "1", x-released: 2026-11-24}
+paths:
+  /weather/{city}:
+    get:
+      operationId: cityWeather
+      summary: Current weather in a city
+      parameters:
+        - {name: city, in: path, required: true, schema: {type: string, example: Oslo}}
+      responses: {"200": {description: ok}}
+"""
+#: What the weather server's /docs/ serves besides the API: (content type, body).
+DOCUMENTS = {
+    "/docs/weather.yaml": ("application/yaml", WEATHER_YAML),
+    "/docs/page.html": ("text/html", b"<html><body>{not: [a, document</body></html>"),
+    "/docs/list.json": ("application/json", b"[1, 2]"),
+    "/docs/bomb.yaml": ("application/yaml", b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n"),
+}
+
+
 class _WeatherHandler(BaseHTTPRequestHandler):
-    """GET /weather/{city}: 200 for known cities, 404 for the rest."""
+    """GET /weather/{city}: 200 for known cities, 404 for the rest; GET /docs/…: the
+    documents above (404 for others)."""
 
     def do_GET(self) -> None:
+        if self.path.startswith("/docs/"):
+            self._document()
+            return
         city = self.path.split("?")[0].rsplit("/", 1)[-1]
         known = city in ("Paris", "Oslo")
         body = json.dumps({"city": city, "celsius": 12} if known else {"error": "unknown city"})
@@ -29,6 +56,14 @@ class _WeatherHandler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         self.wfile.write(body.encode())
+
+    def _document(self) -> None:
+        kind, body = DOCUMENTS.get(self.path, ("text/plain", b"no such document"))
+        self.send_response(200 if self.path in DOCUMENTS else 404)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -223,11 +258,71 @@ def test_an_openapi_document_registers_its_operations(
     assert added.json()["checks"][0]["outcome"] == "passed"  # the schema's example is a real city
 
 
+def test_an_openapi_document_is_fetched_from_its_url_and_its_api_is_where_it_is(
+    registry: ServerThread, weather_api: str
+) -> None:
+    url = f"{weather_api}/docs/weather.yaml"
+    checked = call(registry, "POST", params={"dry_run": "true"}, json={"openapi_url": url})
+    assert checked.status_code == 200, checked.text
+    assert checked.json()["checks"][0]["outcome"] == "passed"  # GET /weather/Oslo answered
+    assert call(registry, "GET").json()["data"] == []
+    added = call(registry, "POST", json={"openapi_url": url})
+    assert added.status_code == 201, added.text
+    (tool,) = call(registry, "GET").json()["data"]
+    assert tool["endpoint"]["url"] == f"{weather_api}/weather/{{city}}"
+    assert tool["format"] == "openapi"
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "code", "words"),
+    [
+        ("/docs/missing.json", 422, "openapi_unreachable", "answered HTTP 404"),
+        ("/docs/page.html", 400, "invalid_tool", "neither JSON nor YAML"),
+        ("/docs/list.json", 400, "invalid_tool", "not a JSON or YAML mapping"),
+        ("/docs/bomb.yaml", 400, "invalid_tool", "aliases are not accepted"),
+    ],
+)
+def test_a_url_without_an_openapi_document_says_what_came(
+    registry: ServerThread, weather_api: str, path: str, status: int, code: str, words: str
+) -> None:
+    refused = call(registry, "POST", json={"openapi_url": f"{weather_api}{path}"})
+    assert refused.status_code == status, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["param"]) == (code, "openapi_url")
+    assert words in error["message"]
+    assert call(registry, "GET").json()["data"] == []
+
+
+@pytest.mark.parametrize(
+    ("executor", "words"),
+    [
+        ({}, "non-public address (127.0.0.1)"),
+        (
+            {"allow_private_networks": True, "allowed_hosts": ["api.example.com"]},
+            "not in the tool catalog's allow-list",
+        ),
+    ],
+)
+def test_fetching_a_document_obeys_the_egress_policy(
+    start_proxy: Any, weather_api: str, executor: dict[str, Any], words: str
+) -> None:
+    server: ServerThread = start_proxy(admin_key=ADMIN, executor={"retries": 0, **executor})
+    url = f"{weather_api}/docs/weather.yaml"
+    refused = call(server, "POST", json={"openapi_url": url})
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "openapi_unreachable"
+    assert error["message"].startswith(f"cannot fetch the OpenAPI document at {url}: the egress")
+    assert words in error["message"]
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [
         ({}, "invalid_tool"),
         ({"openai": [], "openapi": {}}, "invalid_tool"),
+        ({"openapi": {}, "openapi_url": "http://example.com/doc.json"}, "invalid_tool"),
+        ({"openapi_url": "file:///etc/passwd"}, "invalid_tool"),
         (
             {
                 "openai": [
@@ -255,3 +350,14 @@ def test_delete_removes_a_tool(registry: ServerThread, weather_api: str) -> None
     assert deleted.json()["deleted"] is True
     assert call(registry, "GET", "/get_weather").status_code == 404
     assert call(registry, "DELETE", "/get_weather").status_code == 404
+
+
+def test_server_urls_are_taken_against_the_documents_url() -> None:
+    url = "https://api.example.com/specs/v2/openapi.json"
+    servers = [{"url": "/v2", "description": "main"}, {"url": "beta"}, {"url": "https://x.org/a"}]
+    assert anchored({"openapi": "3.0.0", "servers": servers}, url)["servers"] == [
+        {"url": "https://api.example.com/v2", "description": "main"},
+        {"url": "https://api.example.com/specs/v2/beta"},
+        {"url": "https://x.org/a"},
+    ]
+    assert anchored({"openapi": "3.0.0"}, url)["servers"] == [{"url": "https://api.example.com/"}]
