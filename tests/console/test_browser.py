@@ -75,6 +75,17 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     assert "42" in answer
     assert HOSTILE in answer  # the tool's output, quoted in the answer, shown as text
     tab.shot("playground")
+    link = tab.page.get_attribute(".trace-link", "href")
+    assert link is not None
+    assert link.startswith("#/traces/")
+    # the answer, its progress and its trace link stay when the person leaves and comes
+    # back, and when the page reloads (the tab's sessionStorage)
+    tab.go("#/overview")
+    tab.page.wait_for_selector("#overview .tile")
+    tab.go("#/playground")
+    still_there(tab.page, link)
+    tab.page.reload()
+    still_there(tab.page, link)
 
     tab.page.click(".trace-link")
     tab.page.wait_for_selector("#plan-graph .plan-node")
@@ -120,7 +131,23 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     tab.page.wait_for_selector("#trace-list tbody tr")
     assert "oslo_queue" in tab.page.inner_text("#trace-list tbody tr")
     tab.shot("traces")
+    # signing out forgets the chat with the keys: the next person to sign in sees none
+    tab.page.click("#sign-out")
+    tab.open()
+    tab.page.wait_for_selector("#trace-list")
+    tab.go("#/playground")
+    tab.page.wait_for_selector("#pg-input")
+    assert tab.page.locator(".message").count() == 0
     assert tab.errors == []
+
+
+def still_there(page: Any, link: str) -> None:
+    """The playground shows the request, its answer with its progress and its trace link."""
+    page.wait_for_selector(".message.assistant.done .trace-link")
+    assert page.get_attribute(".trace-link", "href") == link
+    assert "42" in page.inner_text(".message.assistant.done .content")
+    assert "calling oslo_queue" in page.inner_text(".message.assistant.done .progress")
+    assert page.inner_text(".message.user .content") == REQUEST
 
 
 def upstream_calls(page: Any) -> list[tuple[Any, ...]]:

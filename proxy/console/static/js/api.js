@@ -5,6 +5,7 @@
 const KEY = "toolgraph.key";
 const ADMIN = "toolgraph.admin-key";
 const SIGNED_IN = "toolgraph.signed-in"; // the proxy took this tab's key (or needs none)
+export const PLAYGROUND = "toolgraph.playground"; // the playground's chat (playground.js)
 
 export const keys = {
   get master() { return sessionStorage.getItem(KEY) || ""; },
@@ -13,7 +14,7 @@ export const keys = {
   set admin(value) { store(ADMIN, value); },
   get signedIn() { return sessionStorage.getItem(SIGNED_IN) === "1"; },
   set signedIn(value) { store(SIGNED_IN, value ? "1" : ""); },
-  forget() { for (const name of [KEY, ADMIN, SIGNED_IN]) sessionStorage.removeItem(name); },
+  forget() { for (const name of [KEY, ADMIN, SIGNED_IN, PLAYGROUND]) sessionStorage.removeItem(name); },
 };
 
 function store(name, value) {

@@ -1,10 +1,23 @@
 // Chat with a model of the routing table in any mode, streamed; in orchestrate mode
 // the stages and calls show as they happen, and each answer links to its trace.
-import { api, stream } from "./api.js";
+// The chat (with each answer's progress lines and trace id) is kept in this tab's
+// sessionStorage, so leaving the page or reloading it loses none of it; signing out
+// forgets it with the keys.
+import { api, PLAYGROUND, stream } from "./api.js";
 import { h, show } from "./dom.js";
 
 const MODES = ["orchestrate", "select", "passthrough"];
-const conversation = []; // kept while the tab lives, across visits to other pages
+
+function stored() {
+  try {
+    const found = JSON.parse(sessionStorage.getItem(PLAYGROUND) || "[]");
+    return Array.isArray(found) ? found : [];
+  } catch { return []; } // not ours, or cut: start afresh
+}
+
+function keep(conversation) {
+  sessionStorage.setItem(PLAYGROUND, JSON.stringify(conversation));
+}
 
 export async function playground(main) {
   const { data: models } = await api("/v1/models");
@@ -16,8 +29,9 @@ export async function playground(main) {
   const log = h("div", { class: "chat", id: "pg-log" });
   const form = h("form", { class: "card composer" }, h("div", { class: "filters" }, model, mode, reset), text, send);
   let running = null;
-  for (const message of conversation) log.append(bubble(message.role, message.content));
-  reset.addEventListener("click", () => { conversation.length = 0; log.replaceChildren(); });
+  const conversation = stored();
+  for (const message of conversation) log.append(message.role === "user" ? bubble("user", message.content) : answered(message));
+  reset.addEventListener("click", () => { conversation.length = 0; keep(conversation); log.replaceChildren(); });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const content = text.value.trim();
@@ -28,7 +42,8 @@ export async function playground(main) {
     running = new AbortController();
     send.disabled = true;
     try {
-      await turn(log, model.value, mode.value, running.signal);
+      await turn(log, conversation, model.value, mode.value, running.signal);
+      keep(conversation);
     } finally {
       send.disabled = false;
       running = null;
@@ -43,14 +58,27 @@ function bubble(role, content) {
   return h("div", { class: `message ${role}` }, h("div", { class: "role" }, role), h("div", { class: "content" }, content));
 }
 
-async function turn(log, model, mode, signal) {
+function traceLink(traceId) {
+  return h("a", { href: `#/traces/${traceId}`, class: "trace-link" }, "Open its trace →");
+}
+
+/** A stored answer as it showed when it came: its progress lines, text and trace link. */
+function answered(message) {
+  return h("div", { class: "message assistant done" }, h("div", { class: "role" }, "assistant"),
+    h("ol", { class: "progress" }, (message.progress || []).map((line) => h("li", {}, line))),
+    h("div", { class: "content" }, message.content),
+    h("div", { class: "muted small" }, message.trace ? traceLink(message.trace) : null));
+}
+
+async function turn(log, conversation, model, mode, signal) {
   const progress = h("ol", { class: "progress", id: "pg-progress" });
   const answer = h("div", { class: "content" });
   const footer = h("div", { class: "muted small" });
   const reply = h("div", { class: "message assistant" }, h("div", { class: "role" }, "assistant"), progress, answer, footer);
   log.append(reply);
   let text = "", line = null;
-  const body = { model, messages: conversation, stream: true, toolgraph: { mode, progress: true } };
+  const messages = conversation.map(({ role, content }) => ({ role, content }));
+  const body = { model, messages, stream: true, toolgraph: { mode, progress: true } };
   try {
     const response = await stream("/v1/chat/completions", body, (event) => {
       if (event.error) throw new Error(event.error.message);
@@ -67,9 +95,10 @@ async function turn(log, model, mode, signal) {
         if (delta.content) { text += delta.content; answer.textContent = text; }
       }
     }, signal);
-    conversation.push({ role: "assistant", content: text });
-    const traceId = response.headers.get("x-toolgraph-trace-id");
-    if (mode === "orchestrate" && traceId) footer.append(h("a", { href: `#/traces/${traceId}`, class: "trace-link" }, "Open its trace →"));
+    const traceId = mode === "orchestrate" ? response.headers.get("x-toolgraph-trace-id") : null;
+    const lines = [...progress.children].map((li) => li.textContent);
+    conversation.push({ role: "assistant", content: text, progress: lines, trace: traceId });
+    if (traceId) footer.append(traceLink(traceId));
     reply.classList.add("done");
   } catch (error) {
     if (error.name !== "AbortError") answer.append(h("p", { class: "error" }, error.message));
