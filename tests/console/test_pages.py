@@ -12,6 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread
 from tests.console.conftest import KEY, Console, OpenConsole
 from tests.mcp.conftest import python_server
@@ -160,3 +161,39 @@ def test_the_catalog_search_shows_bm25_and_dense_scores_beside_hybrid(
     assert ranked["bm25"][0]["name"] == "bergen_queue"
     assert ranked["dense"][0]["name"] == "bergen_queue"
     assert tab.errors == []
+
+
+def test_the_playground_chats_in_passthrough_and_select_modes_without_a_trace(
+    console: OpenConsole, server: ServerThread, upstream: FakeUpstream
+) -> None:
+    tab = console(server)
+    tab.open()
+    tab.page.wait_for_selector("#trace-list, #no-traces")
+    tab.go("#/playground")
+    assert tab.page.is_hidden("#pg-tools")
+    tab.page.select_option("#pg-mode", "passthrough")
+    say(tab, "Say hello")
+    # the fake upstream echoes the last user message, streamed word by word
+    assert tab.page.inner_text(".message.assistant.done .content") == "You said: Say hello"
+
+    # select mode sends the request's own tools (the form's); the model's call shows
+    tab.page.select_option("#pg-mode", "select")
+    assert tab.page.is_visible("#pg-tools")
+    upstream.enqueue(Script(tool_calls=(FakeToolCall("get_weather", '{"city": "Oslo"}'),)))
+    say(tab, "What is the weather in Oslo?")
+    calls = tab.page.locator(".message.assistant.done .tool-calls li")
+    expect(calls).to_have_count(1)
+    assert calls.inner_text() == 'get_weather({"city": "Oslo"})'
+    sent = upstream.requests[-1].body
+    assert "get_weather" in [tool["function"]["name"] for tool in sent["tools"]]
+    assert tab.page.locator(".trace-link").count() == 0  # only orchestrate leaves a trace
+    tab.shot("playground-select")
+    assert tab.errors == []
+
+
+def say(tab: Console, text: str) -> None:
+    """Send ``text`` from the playground and wait for its answer to finish."""
+    done = tab.page.locator(".message.assistant.done").count()
+    tab.page.fill("#pg-input", text)
+    tab.page.click("#pg-send")
+    expect(tab.page.locator(".message.assistant.done")).to_have_count(done + 1)

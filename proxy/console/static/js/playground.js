@@ -7,6 +7,12 @@ import { api, PLAYGROUND, stream } from "./api.js";
 import { h, show } from "./dom.js";
 
 const MODES = ["orchestrate", "select", "passthrough"];
+// Select mode cuts the request's own tools to the few the conversation needs, so a
+// chat in it brings tools: these, until the person writes others.
+const TOOLS = JSON.stringify([
+  { type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } },
+  { type: "function", function: { name: "convert_currency", description: "Convert an amount between two currencies", parameters: { type: "object", properties: { amount: { type: "number" }, from: { type: "string" }, to: { type: "string" } }, required: ["amount", "from", "to"] } } },
+], null, 2);
 
 function stored() {
   try {
@@ -27,7 +33,12 @@ export async function playground(main) {
   const send = h("button", { type: "submit", id: "pg-send" }, "Send");
   const reset = h("button", { type: "button", class: "secondary" }, "New chat");
   const log = h("div", { class: "chat", id: "pg-log" });
-  const form = h("form", { class: "card composer" }, h("div", { class: "filters" }, model, mode, reset), text, send);
+  const tools = h("textarea", { id: "pg-tools", rows: 6, spellcheck: "false", class: "code" }, TOOLS);
+  const toolsLabel = h("label", { for: "pg-tools" }, "The request's tools (OpenAI tools JSON): select mode forwards the few the conversation needs; the model's calls show, nothing runs them");
+  const showTools = () => { for (const el of [tools, toolsLabel]) el.hidden = mode.value !== "select"; };
+  mode.addEventListener("input", showTools);
+  showTools();
+  const form = h("form", { class: "card composer" }, h("div", { class: "filters" }, model, mode, reset), toolsLabel, tools, text, send);
   let running = null;
   const conversation = stored();
   for (const message of conversation) log.append(message.role === "user" ? bubble("user", message.content) : answered(message));
@@ -42,7 +53,7 @@ export async function playground(main) {
     running = new AbortController();
     send.disabled = true;
     try {
-      await turn(log, conversation, model.value, mode.value, running.signal);
+      await turn(log, conversation, { model: model.value, mode: mode.value, tools: tools.value }, running.signal);
       keep(conversation);
     } finally {
       send.disabled = false;
@@ -62,24 +73,35 @@ function traceLink(traceId) {
   return h("a", { href: `#/traces/${traceId}`, class: "trace-link" }, "Open its trace →");
 }
 
-/** A stored answer as it showed when it came: its progress lines, text and trace link. */
+function callLines(calls) {
+  return calls.map((c) => h("li", {}, h("code", {}, `${c.name}(${c.arguments})`)));
+}
+
+/** A stored answer as it showed when it came: its progress lines, text, the tool
+ * calls the model asked for (select mode) and its trace link. */
 function answered(message) {
   return h("div", { class: "message assistant done" }, h("div", { class: "role" }, "assistant"),
     h("ol", { class: "progress" }, (message.progress || []).map((line) => h("li", {}, line))),
     h("div", { class: "content" }, message.content),
+    h("ul", { class: "tool-calls" }, callLines(message.calls || [])),
     h("div", { class: "muted small" }, message.trace ? traceLink(message.trace) : null));
 }
 
-async function turn(log, conversation, model, mode, signal) {
+async function turn(log, conversation, { model, mode, tools }, signal) {
   const progress = h("ol", { class: "progress", id: "pg-progress" });
   const answer = h("div", { class: "content" });
+  const called = h("ul", { class: "tool-calls" });
   const footer = h("div", { class: "muted small" });
-  const reply = h("div", { class: "message assistant" }, h("div", { class: "role" }, "assistant"), progress, answer, footer);
+  const reply = h("div", { class: "message assistant" }, h("div", { class: "role" }, "assistant"), progress, answer, called, footer);
   log.append(reply);
   let text = "", line = null;
+  const calls = []; // the model's tool calls, by index, as they stream
   const messages = conversation.map(({ role, content }) => ({ role, content }));
   const body = { model, messages, stream: true, toolgraph: { mode, progress: true } };
   try {
+    if (mode === "select") {
+      try { body.tools = JSON.parse(tools); } catch (error) { throw new Error(`The tools are not JSON: ${error.message}`); }
+    }
     const response = await stream("/v1/chat/completions", body, (event) => {
       if (event.error) throw new Error(event.error.message);
       for (const choice of event.choices || []) {
@@ -93,11 +115,17 @@ async function turn(log, conversation, model, mode, signal) {
           if (delta.reasoning_content.endsWith("\n")) line = null;
         }
         if (delta.content) { text += delta.content; answer.textContent = text; }
+        for (const part of delta.tool_calls || []) {
+          const call = (calls[part.index ?? 0] ||= { name: "", arguments: "" });
+          call.name += part.function?.name || "";
+          call.arguments += part.function?.arguments || "";
+          called.replaceChildren(...callLines(calls.filter(Boolean)));
+        }
       }
     }, signal);
     const traceId = mode === "orchestrate" ? response.headers.get("x-toolgraph-trace-id") : null;
     const lines = [...progress.children].map((li) => li.textContent);
-    conversation.push({ role: "assistant", content: text, progress: lines, trace: traceId });
+    conversation.push({ role: "assistant", content: text, progress: lines, calls: calls.filter(Boolean), trace: traceId });
     if (traceId) footer.append(traceLink(traceId));
     reply.classList.add("done");
   } catch (error) {
