@@ -75,7 +75,8 @@ class TraceFilter:
 
 
 def trace_summary(trace: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
-    """One line of the trace list: who asked what, which tools ran, how it ended, how long."""
+    """One line of the trace list: who asked what, which tools ran (and each call's
+    outcome: a tool's page lists its recent calls), how it ended, how long."""
     calls = [c for c in _list(trace.get("calls")) if isinstance(c, dict)]
     answer, timings = trace.get("answer"), trace.get("timings")
     return {
@@ -85,6 +86,7 @@ def trace_summary(trace: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
         "conversation": str(trace.get("conversation") or "")[-SUMMARY_CHARS:],
         "outcome": answer.get("kind") if isinstance(answer, dict) else None,
         "tools": [c.get("tool") for c in calls],
+        "calls": [{k: c.get(k) for k in ("node", "tool", "outcome")} for c in calls],
         "failed_calls": sum(1 for c in calls if c.get("outcome") not in ("ok", None)),
         "seconds": timings.get("total") if isinstance(timings, dict) else None,
         "stream": trace.get("stream"),

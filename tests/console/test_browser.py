@@ -127,6 +127,12 @@ def test_a_streamed_orchestrate_chat_then_its_plan_and_timeline(
     assert tab.page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     tab.page.set_viewport_size({"width": 1280, "height": 860})
 
+    # the tool's page lists its recent calls with their own outcomes
+    trace_id = link.removeprefix("#/traces/")
+    tab.go("#/tools/oslo_queue")
+    call = tab.page.wait_for_selector(f"#recent-calls li[data-trace='{trace_id}'] .badge")
+    assert (call.get_attribute("data-node"), call.inner_text()) == ("s1", "ok")
+
     tab.go("#/traces")
     tab.page.wait_for_selector("#trace-list tbody tr")
     assert "oslo_queue" in tab.page.inner_text("#trace-list tbody tr")

@@ -54,6 +54,8 @@ def test_the_list_summarises_the_latest_traces_and_filters_them(
     assert first["outcome"] == "answer"
     assert first["tools"] == ["evaluate_expression"]
     assert first["failed_calls"] == 0
+    assert first["calls"] == [{"node": "s1", "tool": "evaluate_expression", "outcome": "ok"}]
+    assert [c["outcome"] for c in both[0]["calls"]] == ["needs_input"]
     assert first["model"] == "fake-model"
     assert first["seconds"] > 0
     assert "2*pi*50" in first["conversation"]

@@ -50,7 +50,7 @@ export async function toolPage(main, { args: [name] }) {
       h("dt", {}, "Callable now"), h("dd", {}, tool.callable ? "yes" : "no (its source is down)"),
       tool.endpoint ? [h("dt", {}, "Endpoint"), h("dd", {}, h("code", {}, `${tool.endpoint.method} ${tool.endpoint.url}`))] : null),
     h("section", { class: "card" }, h("h2", {}, "Graph neighbourhood"), neighbourhood(tool)),
-    h("section", { class: "card" }, h("h2", {}, "Recent calls"), recentCalls(recent.data)),
+    h("section", { class: "card" }, h("h2", {}, "Recent calls"), recentCalls(tool.name, recent.data)),
     h("section", { class: "card" }, h("h2", {}, "Parameters"), codeBlock(tool.parameters)));
 }
 
@@ -80,7 +80,12 @@ function neighbourhood(tool) {
   ];
 }
 
-function recentCalls(traces) {
+// Each kept trace that called the tool: when, each call's own outcome, then how the
+// request ended and how long it took.
+function recentCalls(name, traces) {
   if (!traces.length) return h("p", { class: "muted" }, "No kept trace ran this tool.");
-  return h("ul", {}, traces.map((t) => h("li", {}, h("a", { href: `#/traces/${t.id}` }, when(t.created)), ` · ${t.outcome} · ${seconds(t.seconds)}`)));
+  return h("ul", { id: "recent-calls" }, traces.map((t) => h("li", { "data-trace": t.id },
+    h("a", { href: `#/traces/${t.id}` }, when(t.created)), " ",
+    (t.calls || []).filter((c) => c.tool === name).map((c) => [h("span", { class: `badge ${c.outcome || "none"}`, "data-node": c.node }, c.outcome || "not run"), " "]),
+    h("span", { class: "muted" }, `request: ${t.outcome} · ${seconds(t.seconds)}`))));
 }
