@@ -51,6 +51,17 @@ STAGE_TOKENS = {
 }
 
 
+#: Each page of the console, and what shows once it is drawn.
+PAGES = [
+    ("#/overview", "#overview .tile"),
+    ("#/traces", "#trace-list, #no-traces"),
+    ("#/catalog?q=queue%20length", "#search-results [data-method=dense] li"),
+    ("#/tools/tromso_queue", "#recent-calls, h1 code"),
+    ("#/playground", "#pg-input"),
+    ("#/add", "#mcp-form, #tool-spec"),
+]
+
+
 def box(page: Any, selector: str) -> dict[str, float]:
     found: dict[str, float] = page.locator(selector).bounding_box()
     return found
@@ -204,6 +215,13 @@ def test_a_tool_added_through_the_form_is_found_and_has_a_page(
     tab.go("#/overview")
     tab.page.wait_for_selector("#overview .tile")
     tab.shot("overview")
+    # on a phone no page scrolls sideways: wide graphs and tables scroll in place
+    tab.page.set_viewport_size({"width": 390, "height": 844})
+    for route, drawn in PAGES:
+        tab.go(route)
+        tab.page.wait_for_selector(drawn)
+        width = tab.page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[0] <= width[1], (route, width)
     assert tab.errors == []
 
 
