@@ -102,6 +102,8 @@ class Console:
         self.page.evaluate("route => { location.hash = route; }", route)
 
     def shot(self, name: str) -> None:
+        # from the top: a page scrolled by a click would show its sticky bar mid-picture
+        self.page.evaluate("window.scrollTo(0, 0)")
         for folder in self.shots:
             folder.mkdir(parents=True, exist_ok=True)
             self.page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
