@@ -25,11 +25,12 @@ SHIPPED_WEIGHT = 0.8
 
 def fold_matrix(sets: Sequence[EmbeddedSet], left_out: str, cache_dir: Path) -> Vectors:
     """The shipped adapter's settings trained on every set but ``left_out`` (cached)."""
-    path = cache_dir / "folds" / f"adapter-without-{left_out}.npy"
+    rest = [s for s in sets if s.name != left_out]
+    # Named by the sets it was trained on, so a run over fewer sets never reuses it.
+    path = cache_dir / "folds" / f"adapter-{'+'.join(sorted(s.name for s in rest))}.npy"
     if path.is_file():
         cached: Vectors = np.load(path)
         return cached
-    rest = [s for s in sets if s.name != left_out]
     matrix = train_adapter(rest, AdapterSettings(), progress=False).matrix
     path.parent.mkdir(parents=True, exist_ok=True)
     np.save(path, matrix)
