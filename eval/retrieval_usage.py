@@ -35,7 +35,7 @@ from retriever.finetune.data import TRAIN_SETS, load_set
 
 #: Sets whose source keeps a split, and at most how many queries per split are used.
 SPLIT_SETS = ("sgd", "gorilla_apibench")
-CAPS = {"train": 4000, "dev": 500, "test": 1000}
+CAPS = {"train": 2000, "dev": 300, "test": 600}
 BLENDS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7)
 METHOD = f"hybrid@{SHIPPED_WEIGHT}"
 
