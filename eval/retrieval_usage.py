@@ -4,7 +4,9 @@ queries that used it, measured where usage exists.
 Held-out datasets have no usage (their tools were never called in training), so the
 blend is measured inside the training sets that keep their source's split: usage from
 the ``train`` queries, the blend weight chosen on ``dev`` (SGD's own; for APIBench,
-which has none, a seeded quarter of its train queries), scored once on ``test``. Every
+which has none, a seeded quarter of its train queries), scored once on ``test``. The
+queries are the ones the adapter's runs sample and cache (at most 1,000 a set, SGD's
+first user turns), split by the source's label. Every
 vector goes through the adapter trained without the set (the leave-one-dataset-out
 fold), and the test queries are reported in two groups: those whose relevant tools
 all have usage and those whose relevant tools have none (SGD's test split has services
@@ -26,16 +28,13 @@ from typing import Any
 import numpy as np
 
 from eval.retrieval_folds import SHIPPED_WEIGHT, fold_matrix, mapped
-from eval.retrieval_learned import EvalSet, score
-from retriever.bulk import embed_documents
+from eval.retrieval_learned import EvalSet, from_training, score
 from retriever.config import RetrieverConfig
-from retriever.documents import corpus_fields, make_document
-from retriever.embedder import Encoder, Vectors, load_encoder
-from retriever.finetune.data import TRAIN_SETS, load_set
+from retriever.embedder import Vectors, load_encoder
+from retriever.finetune.data import TRAIN_SETS, EmbeddedSet, load_set
 
-#: Sets whose source keeps a split, and at most how many queries per split are used.
+#: Sets whose source keeps a split (their queries as the adapter's runs sample them).
 SPLIT_SETS = ("sgd", "gorilla_apibench")
-CAPS = {"train": 2000, "dev": 300, "test": 600}
 BLENDS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7)
 METHOD = f"hybrid@{SHIPPED_WEIGHT}"
 
@@ -47,41 +46,29 @@ class SplitSet:
     queries: dict[str, tuple[list[str], Vectors, list[dict[str, int]]]]
 
 
-def read_split_set(folder: Path, encoder: Encoder, cache_dir: Path) -> SplitSet:
-    corpus = _lines(folder / "corpus.jsonl")
-    documents = [make_document(corpus_fields(row)) for row in corpus]
-    qrels: dict[str, dict[str, int]] = {}
-    for line in (folder / "qrels" / "train.tsv").read_text().splitlines()[1:]:
-        query, doc, grade = line.split("\t")[:3]
-        if int(grade) > 0:
-            qrels.setdefault(query, {})[doc] = int(grade)
-    by_split: dict[str, list[tuple[str, str]]] = {}
-    for row in _lines(folder / "queries.jsonl"):
-        if str(row["_id"]) in qrels and row.get("first_user_turn", True) is not False:
-            by_split.setdefault(str(row["split"]), []).append((str(row["_id"]), str(row["text"])))
-    if "dev" not in by_split:  # APIBench: a seeded quarter of train
-        train = sorted(by_split["train"])
+def split_set(folder: Path, data: EmbeddedSet) -> SplitSet:
+    """The set's (capped, already embedded) queries grouped by their source split."""
+    split_of = {str(row["_id"]): str(row.get("split")) for row in _lines(folder / "queries.jsonl")}
+    rows: dict[str, list[int]] = {}
+    for i, query_id in enumerate(data.query_ids):
+        rows.setdefault(split_of[query_id], []).append(i)
+    if "dev" not in rows:  # APIBench: a seeded quarter of train
+        train = list(rows["train"])
         random.Random(0).shuffle(train)
-        by_split["dev"], by_split["train"] = train[: len(train) // 4], train[len(train) // 4 :]
-    texts = [doc.text for doc in documents]
-    tools = EvalSet(
-        name=folder.name,
-        doc_ids=[doc.id for doc in documents],
-        doc_texts=texts,
-        doc_vectors=embed_documents(encoder, texts, cache_dir=cache_dir, label=folder.name),
-        query_texts=[],
-        query_vectors=np.zeros((0, encoder.dim), dtype=np.float32),
-        relevant=[],
-    )
-    queries = {}
-    for split, rows in by_split.items():
-        rows = sorted(rows)
-        if len(rows) > CAPS[split]:
-            rows = sorted(random.Random(0).sample(rows, CAPS[split]))
-        text = [t for _, t in rows]
-        vectors = embed_documents(encoder, text, cache_dir=cache_dir, label=f"{split} queries")
-        queries[split] = (text, vectors, [qrels[q] for q, _ in rows])
-    return SplitSet(folder.name, tools, queries)
+        rows["dev"], rows["train"] = (
+            sorted(train[: len(train) // 4]),
+            sorted(train[len(train) // 4 :]),
+        )
+    tools = from_training(data)
+    queries = {
+        split: (
+            [data.query_texts[i] for i in keep],
+            data.query_vectors[keep],
+            [tools.relevant[i] for i in keep],
+        )
+        for split, keep in rows.items()
+    }
+    return SplitSet(data.name, tools, queries)
 
 
 def of_split(data: SplitSet, split: str, keep: Sequence[int] | None = None) -> EvalSet:
@@ -181,12 +168,13 @@ def main() -> None:
         for name in TRAIN_SETS
     ]
     report = {}
+    by_name = {data.name: data for data in sets}
     for name in SPLIT_SETS:
-        data = read_split_set(args.train / name, encoder, args.train_cache_dir)
+        data = split_set(args.train / name, by_name[name])
         report[name] = evaluate_set(data, fold_matrix(sets, name, args.train_cache_dir))
         print(name, json.dumps(report[name]), flush=True)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(report, indent=1) + "\n")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":
