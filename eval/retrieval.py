@@ -138,9 +138,11 @@ def evaluate(
     cache_dir: Path | None = None,
     progress: bool = True,
     dense_weight: float = 0.5,
+    clauses: bool = False,
 ) -> dict[str, Scores]:
     """Every method's scores; ``encoder=None`` runs BM25 alone. ``dense_weight`` is the
-    fusion's (``retriever.dense_weight``)."""
+    fusion's (``retriever.dense_weight``); with ``clauses`` a query's clauses are searched
+    too (``retriever.clauses``)."""
     from retriever.bulk import embed_documents
     from retriever.index import ToolIndex
 
@@ -152,7 +154,7 @@ def evaluate(
     results["bm25"] = score_runs(_run(lexical, None, texts, data, depth, "bm25"), data, ks)
     if encoder is None:
         return results
-    query_vectors = _encode_queries(encoder, texts)
+    query_vectors = _encode_queries(encoder, texts, clauses=clauses)
     model = _slug(encoder.name)
     for variant in variants:
         documents = (
@@ -176,7 +178,7 @@ def evaluate(
 
 def _run(
     index: ToolIndex,
-    vectors: Vectors | None,
+    vectors: Sequence[Vectors] | None,
     texts: list[str],
     data: BeirSet,
     depth: int,
@@ -193,9 +195,19 @@ def _run(
     }
 
 
-def _encode_queries(encoder: Encoder, texts: list[str]) -> Vectors:
+def _encode_queries(encoder: Encoder, texts: list[str], *, clauses: bool) -> list[Vectors]:
+    """Each query's rows: its vector, and with ``clauses`` its clauses' under it."""
+    from retriever.clauses import split_clauses
+
     parts = [encoder.encode(texts[i : i + 64]) for i in range(0, len(texts), 64)]
-    return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), dtype=np.float32)
+    whole = list(np.concatenate(parts)) if parts else []
+    if not clauses:
+        return whole
+    split = [split_clauses(text) for text in texts]
+    return [
+        np.vstack([row, encoder.encode(found)]) if found else row
+        for row, found in zip(whole, split, strict=True)
+    ]
 
 
 def _slug(model_name: str) -> str:
@@ -276,6 +288,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         cache_dir=args.cache_dir or settings.data_dir / "embeddings",
         progress=not args.quiet,
         dense_weight=settings.retriever.dense_weight,
+        clauses=settings.retriever.clauses,
     )
     print(
         f"{len(data.queries)} queries, {len(data.corpus)} documents, "

@@ -90,6 +90,7 @@ def _build(args: argparse.Namespace, settings: IndexCommandSettings, out: TextIO
 
 def _search(args: argparse.Namespace, settings: IndexCommandSettings, out: TextIO) -> int:
     from retriever.catalog import load_index, open_catalog
+    from retriever.clauses import query_rows
     from retriever.embedder import load_encoder
 
     config = settings.retriever
@@ -99,7 +100,11 @@ def _search(args: argparse.Namespace, settings: IndexCommandSettings, out: TextI
         index = load_index(catalog, config)
     finally:
         catalog.close()
-    vector = encoder.encode([args.query])[0] if args.method != "bm25" else None
+    vector = None
+    if args.method != "bm25":
+        vector = (
+            query_rows(encoder, args.query) if config.clauses else encoder.encode([args.query])[0]
+        )
     hits = index.search(
         vector, args.query, args.k, method=args.method, category=args.category, group=args.group
     )

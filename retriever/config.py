@@ -111,6 +111,13 @@ class RetrieverConfig(BaseModel):
         description="Share of the dense ranking in the fusion (BM25 gets the rest); 0.5 is "
         "plain RRF. 0.8 won leave-one-dataset-out over the training sets (retriever/README.md).",
     )
+    clauses: bool = Field(
+        default=True,
+        description="A search also reads each clause of a request that asks for several things "
+        "(cut at sentence ends and at ', and', 'and also', 'and then', 'as well as'): a tool "
+        "scores its best cosine over the whole text and its clauses. Chosen leave-one-dataset-out "
+        "(retriever/clauses.py, retriever/README.md).",
+    )
     query_turns: int = Field(
         default=3,
         ge=1,

@@ -76,7 +76,7 @@ class ToolIndex:
         if method == "bm25" or (method == "hybrid" and query_vector is None):
             return self._hits(self._lexical(query_text, k, mask))
         assert query_vector is not None
-        dense = self.dense.search(query_vector, FUSION_DEPTH if method == "hybrid" else k, mask)
+        dense = self._dense(query_vector, FUSION_DEPTH if method == "hybrid" else k, mask)
         if method == "dense" or self.bm25 is None:
             return self._hits(dense[:k])
         lexical = self._lexical(query_text, FUSION_DEPTH, mask)
@@ -85,6 +85,18 @@ class ToolIndex:
             rankings.append(np.asarray([i for i, _ in lexical], dtype=np.intp))
         fused = reciprocal_rank_fusion(rankings, k, constant=self._rrf_k, weights=self._weights)
         return self._hits(fused)
+
+    def _dense(self, query: Vectors, k: int, mask: Mask | None) -> list[tuple[int, float]]:
+        """The dense ranking; with several query rows (a text and its clauses,
+        :mod:`retriever.clauses`), each tool scored by its best row. The top ``k`` by that
+        best score are all in the union of each row's own top ``k``."""
+        if query.ndim == 1:
+            return self.dense.search(query, k, mask)
+        best: dict[int, float] = {}
+        for row in query:
+            for i, score in self.dense.search(row, k, mask):
+                best[i] = max(score, best.get(i, -np.inf))
+        return sorted(best.items(), key=lambda item: -item[1])[:k]
 
     def _mask(self, field: str, value: str | None) -> Mask | None:
         """Rows whose ``field`` is ``value``; the most recent masks are kept."""
