@@ -49,8 +49,13 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-5)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--hard-negatives", type=int, default=3)
+    parser.add_argument(
+        "--max-steps", type=int, default=None, help="stop after this many batches (a trial run)"
+    )
     args = parser.parse_args()
     examples, corpus = read_examples(args.corpus, args.split)
+    if not examples:
+        raise SystemExit(f"no training pairs in {args.corpus} (qrels/{args.split}.tsv)")
     model = args.model or bundled_model_path()
     if args.hard_negatives:
         encoder = load_encoder(RetrieverConfig(model_path=model))
@@ -62,9 +67,11 @@ def main() -> None:
         epochs=args.epochs,
         learning_rate=args.lr,
         batch_size=args.batch_size,
+        max_steps=args.max_steps,
     )
     print(
-        f"{report.steps} steps, loss {report.losses[0]:.3f} → {report.losses[-1]:.3f}: {args.out}"
+        f"{report.steps} steps in {report.seconds:.0f} s ({report.seconds / report.steps:.1f} s "
+        f"a step), loss {report.losses[0]:.3f} → {report.losses[-1]:.3f}: {args.out}"
     )
 
 

@@ -3,15 +3,20 @@
 Loss: InfoNCE over the batch. Each query's positive is its tool document; the other
 queries' positives are in-batch negatives, and each query brings ``hard_negatives``
 documents mined from the index (the nearest tools that are not relevant) or written
-by an LLM as near misses. One epoch at 3e-5 is the thesis's setting. Runs on CUDA
-when present; the model is saved as a plain Hugging Face folder that
-``retriever.model_path`` loads.
+by an LLM as near misses. A document is scored once per batch however many examples
+bring it, and every document relevant to a query (its pair's and its other pairs' in
+the batch) counts as a positive for it: with few tools and many queries (SGD: 88 tools,
+40,865 pairs) most batches hold one tool several times, and without this the copies
+would be each other's negatives. One epoch at 3e-5 is the thesis's setting;
+``max_steps`` caps it. Runs on CUDA when present; the model is saved as a plain
+Hugging Face folder that ``retriever.model_path`` loads.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +38,18 @@ class Example:
 class TrainReport:
     losses: list[float] = field(default_factory=list)
     steps: int = 0
+    seconds: float = 0.0  # the training steps only, not loading or saving
     out: Path | None = None
+
+
+def batch_targets(batch: Sequence[Example]) -> tuple[list[str], list[list[bool]]]:
+    """The batch's documents, each once, and for each example which of them are relevant
+    to its query (its positive, and the positive of any example with the same query)."""
+    documents = list(dict.fromkeys(d for e in batch for d in (e.positive, *e.negatives)))
+    relevant: dict[str, set[str]] = {}
+    for example in batch:
+        relevant.setdefault(example.query, set()).add(example.positive)
+    return documents, [[d in relevant[e.query] for d in documents] for e in batch]
 
 
 def mine_hard_negatives(
@@ -43,16 +59,21 @@ def mine_hard_negatives(
     per_query: int = 3,
     skip_top: int = 0,
 ) -> list[Example]:
-    """Each example with the ``per_query`` nearest corpus texts that are not its positive
-    (after skipping the ``skip_top`` nearest, which are often unlabelled positives)."""
+    """Each example with the ``per_query`` nearest corpus texts that are relevant to none of
+    its query's examples (after skipping the ``skip_top`` nearest, which are often
+    unlabelled positives): a query needing two tools has two examples, and each tool
+    must not be the other's negative."""
     from retriever.bulk import embed_documents
 
+    relevant: dict[str, set[str]] = {}
+    for example in examples:
+        relevant.setdefault(example.query, set()).add(example.positive)
     doc_vectors = embed_documents(encoder, list(corpus), progress=False)
     query_vectors = embed_documents(encoder, [e.query for e in examples], progress=False)
     mined = []
     for example, scores in zip(examples, query_vectors @ doc_vectors.T, strict=True):
         order = np.argsort(-scores, kind="stable")
-        near = [corpus[i] for i in order if corpus[i] != example.positive][skip_top:]
+        near = [corpus[i] for i in order if corpus[i] not in relevant[example.query]][skip_top:]
         mined.append(Example(example.query, example.positive, tuple(near[:per_query])))
     return mined
 
@@ -67,6 +88,7 @@ def train(
     batch_size: int = 16,
     temperature: float = 0.05,
     seed: int = 0,
+    max_steps: int | None = None,
 ) -> TrainReport:
     if not (model_path / "config.json").is_file():
         raise ModelNotFound(f"no model to fine-tune at {model_path}")
@@ -91,23 +113,31 @@ def train(
         return torch.nn.functional.normalize(pooled, dim=-1)
 
     report = TrainReport()
-    order = list(examples)
-    for _ in range(epochs):
-        random.shuffle(order)
-        for start in range(0, len(order), batch_size):
-            batch = order[start : start + batch_size]
-            documents = [e.positive for e in batch] + [n for e in batch for n in e.negatives]
-            queries = embed([e.query for e in batch])
-            logits = queries @ embed(documents).T / temperature
-            labels = torch.arange(len(batch), device=device)
-            loss = torch.nn.functional.cross_entropy(logits, labels)
-            optimiser.zero_grad()
-            loss.backward()  # type: ignore[no-untyped-call]
-            optimiser.step()
-            report.losses.append(float(loss.detach()))
-            report.steps += 1
+    started = time.perf_counter()
+    for batch in _batches(list(examples), epochs, batch_size, max_steps):
+        documents, relevant = batch_targets(batch)
+        logits = embed([e.query for e in batch]) @ embed(documents).T / temperature
+        positives = logits.masked_fill(~torch.tensor(relevant, device=device), float("-inf"))
+        loss = (torch.logsumexp(logits, dim=1) - torch.logsumexp(positives, dim=1)).mean()
+        optimiser.zero_grad()
+        loss.backward()  # type: ignore[no-untyped-call]
+        optimiser.step()
+        report.losses.append(float(loss.detach()))
+        report.steps += 1
+    report.seconds = time.perf_counter() - started
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
     report.out = out
     return report
+
+
+def _batches(
+    examples: list[Example], epochs: int, batch_size: int, max_steps: int | None
+) -> list[list[Example]]:
+    """Each epoch's shuffled batches, in order, the first ``max_steps`` of them."""
+    batches = []
+    for _ in range(epochs):
+        random.shuffle(examples)
+        batches += [examples[i : i + batch_size] for i in range(0, len(examples), batch_size)]
+    return batches[:max_steps]
