@@ -70,8 +70,9 @@ def main() -> None:
         max_steps=args.max_steps,
     )
     print(
-        f"{report.steps} steps in {report.seconds:.0f} s ({report.seconds / report.steps:.1f} s "
-        f"a step), loss {report.losses[0]:.3f} → {report.losses[-1]:.3f}: {args.out}"
+        f"{report.steps} steps in {report.seconds:.0f} s ({report.seconds / report.steps:.1f} s, "
+        f"{report.cpu_seconds / report.steps:.1f} CPU s a step), "
+        f"loss {report.losses[0]:.3f} → {report.losses[-1]:.3f}: {args.out}"
     )
 
 

@@ -39,6 +39,7 @@ class TrainReport:
     losses: list[float] = field(default_factory=list)
     steps: int = 0
     seconds: float = 0.0  # the training steps only, not loading or saving
+    cpu_seconds: float = 0.0  # the same steps' CPU time, all threads: the cost on a shared machine
     out: Path | None = None
 
 
@@ -113,7 +114,7 @@ def train(
         return torch.nn.functional.normalize(pooled, dim=-1)
 
     report = TrainReport()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     for batch in _batches(list(examples), epochs, batch_size, max_steps):
         documents, relevant = batch_targets(batch)
         logits = embed([e.query for e in batch]) @ embed(documents).T / temperature
@@ -125,6 +126,7 @@ def train(
         report.losses.append(float(loss.detach()))
         report.steps += 1
     report.seconds = time.perf_counter() - started
+    report.cpu_seconds = time.process_time() - cpu_started
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
