@@ -32,6 +32,7 @@ from eval.retrieval_folds import SHIPPED_WEIGHT, bm25_top, dense_top, fold_matri
 from eval.retrieval_learned import EvalSet, from_beir, from_training, metrics, score
 from retriever.adapter import LINEAR_ADAPTER, Adapter, load_adapter
 from retriever.bulk import embed_documents
+from retriever.clauses import cut
 from retriever.config import RetrieverConfig
 from retriever.embedder import Encoder, Vectors, load_encoder
 from retriever.finetune.data import TRAIN_SETS, load_set
@@ -39,21 +40,14 @@ from retriever.fusion import reciprocal_rank_fusion, top_k
 from retriever.index import FUSION_DEPTH
 from retriever.lexical import BM25Index
 
-#: Fewer words than this is not a request of its own ("Thanks.", "Please.").
-MIN_WORDS = 3
-
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
-_CONNECTIVE = re.compile(
-    r",?\s+and\s+(?:also|then)\s+|,\s+and\s+|,\s+(?:also|then)\s+|\s+as well as\s+", re.I
-)
 _EVERY_AND = re.compile(r",?\s+and\s+|,\s+then\s+", re.I)
 
 #: How a query is cut: at sentence ends; also at connectives that join requests
 #: (", and", "and also", "and then", "as well as"); also at every "and".
 SPLITTERS: dict[str, Callable[[str], list[str]]] = {
-    "sentences": lambda text: _split(text, None),
-    "connectives": lambda text: _split(text, _CONNECTIVE),
-    "every-and": lambda text: _split(text, _EVERY_AND),
+    "sentences": lambda text: cut(text, None),
+    "connectives": cut,
+    "every-and": lambda text: cut(text, _EVERY_AND),
 }
 
 #: How the clause rankings meet the whole query's: RRF with the whole query's ranking
@@ -63,13 +57,6 @@ SPLITTERS: dict[str, Callable[[str], list[str]]] = {
 RULES = ("rrf@0.5", "rrf@0.7", "round-robin", "max-dense")
 
 BASELINE = "whole"
-
-
-def _split(text: str, inner: re.Pattern[str] | None) -> list[str]:
-    parts = [p for p in _SENTENCE.split(text) if p.strip()]
-    if inner is not None:
-        parts = [q for p in parts for q in inner.split(p) if q.strip()]
-    return [p.strip() for p in parts if len(p.split()) >= MIN_WORDS]
 
 
 @dataclass

@@ -24,17 +24,24 @@ from retriever.encoder import Encoder, Vectors
 #: Fewer words than this is not a request of its own ("Thanks.", "Please.").
 MIN_WORDS = 3
 
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
-_CONNECTIVE = re.compile(
+SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+CONNECTIVE = re.compile(
     r",?\s+and\s+(?:also|then)\s+|,\s+and\s+|,\s+(?:also|then)\s+|\s+as well as\s+", re.I
 )
 
 
+def cut(text: str, inner: re.Pattern[str] | None = CONNECTIVE) -> list[str]:
+    """``text`` cut at sentence ends, then at ``inner`` (none: sentences only); parts of
+    fewer than :data:`MIN_WORDS` words dropped."""
+    parts = [part for part in SENTENCE.split(text) if part.strip()]
+    if inner is not None:
+        parts = [clause for part in parts for clause in inner.split(part)]
+    return [part.strip() for part in parts if len(part.split()) >= MIN_WORDS]
+
+
 def split_clauses(text: str) -> list[str]:
     """The requests ``text`` joins, in order; none when it holds fewer than two."""
-    sentences = [part for part in _SENTENCE.split(text) if part.strip()]
-    parts = [clause.strip() for s in sentences for clause in _CONNECTIVE.split(s)]
-    parts = [part for part in parts if len(part.split()) >= MIN_WORDS]
+    parts = cut(text)
     return parts if len(parts) >= 2 else []
 
 
