@@ -113,10 +113,6 @@ class OnnxEncoder:
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         pad = _pad_token(model)
         self._tokenizer.enable_padding(pad_id=self._tokenizer.token_to_id(pad) or 0, pad_token=pad)
-        # The same cut, no padding: a text's own length.
-        self._counter = Tokenizer.from_file(str(model / "tokenizer.json"))
-        self._counter.no_padding()
-        self._counter.enable_truncation(max_length=MAX_TOKENS)
         self._dim = int(json.loads((model / "config.json").read_text())["hidden_size"])
         torch_name = encoder_name(model, pooling, delta)
         self._name = torch_name if precision == "fp32" else f"{torch_name}:onnx-{precision}"
@@ -160,7 +156,7 @@ class OnnxEncoder:
 
     def _short(self, texts: list[str]) -> list[int]:
         """The rows of ``texts`` the query graph runs."""
-        lengths = (len(e.ids) for e in self._counter.encode_batch(texts))
+        lengths = (sum(e.attention_mask) for e in self._tokenizer.encode_batch(texts))
         return [i for i, n in enumerate(lengths) if n <= QUERY_TOKENS]
 
     def _counted(self, session: onnxruntime.InferenceSession, texts: list[str]) -> Vectors:
