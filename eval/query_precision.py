@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from eval.retrieval import ndcg_at, recall_at
 from retriever.config import DEFAULT_ONNX_DIR
 from retriever.embedder import bundled_model_path
 from retriever.encoder import Vectors
@@ -38,28 +39,13 @@ from retriever.onnx_encoder import OnnxEncoder
 DEFAULT_SETS = tuple(name for name in TRAIN_SETS if name != "gorilla_apizoo")
 
 
-def ndcg5(ranked: list[int], relevant: set[int]) -> float:
-    gain = sum(1 / np.log2(i + 2) for i, row in enumerate(ranked[:5]) if row in relevant)
-    ideal = sum(1 / np.log2(i + 2) for i in range(min(5, len(relevant))))
-    return float(gain / ideal) if ideal else 0.0
-
-
 def scores(docs: Vectors, queries: Vectors, positives: list[list[int]]) -> dict[str, float]:
-    ranked = np.argsort(-(queries @ docs.T), axis=1)[:, :5]
-    relevant = [set(p) for p in positives]
+    ranked = [[str(row) for row in rows] for rows in np.argsort(-(queries @ docs.T), axis=1)]
+    relevant = [{str(row): 1 for row in rows} for rows in positives]
+    pairs = list(zip(ranked, relevant, strict=True))
     return {
-        "ndcg@5": round(
-            100
-            * statistics.fmean(ndcg5(list(r), p) for r, p in zip(ranked, relevant, strict=True)),
-            2,
-        ),
-        "recall@5": round(
-            100
-            * statistics.fmean(
-                len(set(r) & p) / len(p) for r, p in zip(ranked, relevant, strict=True)
-            ),
-            2,
-        ),
+        "ndcg@5": round(100 * statistics.fmean(ndcg_at(r, p, 5) for r, p in pairs), 2),
+        "recall@5": round(100 * statistics.fmean(recall_at(r, p, 5) for r, p in pairs), 2),
     }
 
 
