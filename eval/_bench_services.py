@@ -12,7 +12,6 @@ import contextlib
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -57,12 +56,6 @@ def process_cpu_seconds(pid: int) -> float:
             with contextlib.suppress(OSError):
                 pending.extend(int(c) for c in (task / "children").read_text().split())
     return total
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)

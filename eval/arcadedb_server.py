@@ -9,12 +9,12 @@ stops it by its PID.
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 
+from eval.ports import free_port
 from graph_store.errors import StoreUnavailable
 from graph_store.neo4j_store import Neo4jStore
 
@@ -24,12 +24,6 @@ DATABASE = "toolgraph"
 
 class ArcadeDBUnavailable(RuntimeError):
     """The server could not be started; the message says why."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ArcadeDBServer:

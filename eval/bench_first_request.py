@@ -40,10 +40,10 @@ import httpx
 from eval._bench_services import (
     ServerSpec,
     fake_upstream_spec,
-    free_port,
     running,
     wait_ready,
 )
+from eval.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "What is the wavelength of a 2.4 GHz signal?"

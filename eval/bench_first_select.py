@@ -40,8 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval._bench_services import free_port
 from eval.bench_first_request import body
+from eval.ports import free_port
 from proxy.config import Settings
 from proxy.protocol.chat import parse_request
 from proxy.select.service import SelectService

@@ -30,6 +30,7 @@ import uvloop
 from eval import _bench_services as services
 from eval._bench_client import Cell, Endpoint, build_request
 from eval.bench_overhead import request_body
+from eval.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / ".bench"
@@ -38,7 +39,7 @@ WORK = ROOT / ".bench"
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     key = "sk-" + secrets.token_hex(16)
-    upstream_port, port = services.free_port(), services.free_port()
+    upstream_port, port = free_port(), free_port()
     upstream = services.fake_upstream_spec(upstream_port, 20.0, ROOT)
     spec = _under_callgrind(port, upstream_port, key, Path(args.source), Path(args.out))
     endpoint = Endpoint("127.0.0.1", port)

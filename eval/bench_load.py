@@ -56,7 +56,6 @@ from eval._bench_services import (
     Service,
     ServiceError,
     fake_upstream_spec,
-    free_port,
     running,
     toolgraph_spec,
     wait_ready,
@@ -65,6 +64,7 @@ from eval._load_client import Load
 from eval._load_report import orchestrate_summary, passthrough_summary, write_results
 from eval.brain import Brain, plan_of
 from eval.fake_upstream import FakeUpstream, Script
+from eval.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTER_KEY = "tg-load-master-key-0123456789"

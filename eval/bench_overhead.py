@@ -65,6 +65,7 @@ from eval import _bench_report as report
 from eval import _bench_services as services
 from eval._bench_client import Cell, Endpoint, build_request
 from eval._bench_report import CellKey, Summary
+from eval.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "eval" / "results"
@@ -215,7 +216,7 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
             "litellm": {"version": services.LITELLM_VERSION, "workers": 1},
         },
     )
-    fake_port = services.free_port()
+    fake_port = free_port()
     specs = _toolgraph_specs(plan, setup, fake_port)
     if plan.baseline is not None:
         source = WORK / "baseline"
@@ -223,7 +224,7 @@ def start_servers(plan: Plan, stack: contextlib.ExitStack, console: Console) -> 
         setup.described["baseline"] = {"ref": plan.baseline, "commit": commit, "workers": 1}
         specs.append(
             services.baseline_spec(
-                services.free_port(), fake_port, setup.master_key, WORK / "baseline-data", source
+                free_port(), fake_port, setup.master_key, WORK / "baseline-data", source
             )
         )
     litellm = _litellm_spec(plan, setup, fake_port, console)
@@ -248,13 +249,13 @@ def _toolgraph_specs(plan: Plan, setup: Setup, fake_port: int) -> list[services.
     second toolgraph that translates them."""
     fake = services.fake_upstream_spec(fake_port, plan.delay_ms, ROOT)
     toolgraph = services.toolgraph_spec(
-        services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-data"
+        free_port(), fake_port, setup.master_key, WORK / "toolgraph-data"
     )
     if not plan.with_responses:
         return [fake, toolgraph]
     setup.described["toolgraph translate"] = dict(setup.described["toolgraph"])
     translate = services.toolgraph_spec(
-        services.free_port(), fake_port, setup.master_key, WORK / "toolgraph-translate-data"
+        free_port(), fake_port, setup.master_key, WORK / "toolgraph-translate-data"
     )
     return [
         dataclasses.replace(fake, argv=[*fake.argv, "--responses"]),
@@ -298,7 +299,7 @@ def _litellm_spec(
             _without_litellm(setup, console, "installing it failed", exc)
             return None
     config_path = services.write_litellm_config(config, WORK / "litellm-config.yaml")
-    return services.litellm_spec(services.free_port(), venv, config_path, setup.master_key)
+    return services.litellm_spec(free_port(), venv, config_path, setup.master_key)
 
 
 def _without_litellm(setup: Setup, console: Console, what: str, exc: Exception) -> None:

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval._bench_services import free_port
+from eval.ports import free_port
 
 
 def main() -> None:

@@ -14,7 +14,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,17 +22,13 @@ from types import TracebackType
 
 import psycopg
 
+from eval.ports import free_port
+
 _DEBIAN = Path("/usr/lib/postgresql")
 
 
 class PostgresUnavailable(RuntimeError):
     """The cluster could not be made or started; the message says why."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def binaries() -> Path:

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from eval.ports import free_port
 from proxy.config import load_settings
 from proxy.context import RequestContext
 from proxy.errors import MissingArguments, ToolError, ToolgraphError
@@ -100,12 +101,6 @@ TASKS: list[tuple[str, str, float | None]] = [
         None,
     ),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def model_file() -> Path:

@@ -22,6 +22,7 @@ import uvicorn
 import retriever.config
 from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from eval.fake_upstream import FakeUpstream
+from eval.ports import free_port
 from eval.postgres_server import PostgresServer, PostgresUnavailable
 from proxy.app import create_app
 from proxy.config import Settings, load_settings
@@ -58,12 +59,6 @@ def _close_clients() -> Iterator[None]:
     yield
     while _clients:
         _clients.pop().close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _unopened(scope: object, receive: object, send: object) -> None:

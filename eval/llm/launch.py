@@ -12,18 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from eval.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".bench" / "llama-venv"
 MODEL = ROOT / ".bench" / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_NAME = "qwen2.5-coder-1.5b"
 LOG = ROOT / ".bench" / "llm-server.log"
 START_TIMEOUT = 300.0  # seconds: loading 1.1 GB on a busy machine
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager
