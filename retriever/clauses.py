@@ -49,3 +49,24 @@ def query_rows(encoder: Encoder, text: str) -> Vectors:
     """The rows a search reads for ``text``: the whole text first, then its clauses."""
     rows = encoder.encode([text, *split_clauses(text)])
     return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+def with_clauses(encoder: Encoder, text: str, vector: Vectors) -> Vectors:
+    """``vector`` (the whole text's) with the rows of ``text``'s clauses under it, embedded
+    in one call; ``vector`` itself when the text holds one request, so that it costs no
+    more than before (one row, nothing embedded here)."""
+    clauses = split_clauses(text)
+    if not clauses:
+        return vector
+    whole = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+    rows = np.vstack([whole, encoder.encode(clauses)])
+    return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+def best_scores(documents: Vectors, query: Vectors) -> Vectors:
+    """Each document's cosine with ``query``, its best row's when it has several."""
+    if query.ndim == 1:
+        scores: Vectors = documents @ query
+        return scores
+    best: Vectors = (documents @ query.T).max(axis=1)
+    return best

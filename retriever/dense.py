@@ -60,10 +60,12 @@ class DenseMatrix:
         return self._product(query)
 
     def score_of(self, query: Vectors, row: int) -> float:
-        """Cosine similarity of one row with a normalised float32 query (exact): over
-        47k rows the full product costs 3.7 ms idle (7 ms of CPU at load 17), one row a
-        microsecond."""
-        return float(self._matrix[row] @ query)
+        """Cosine similarity of one row with a normalised float32 query (exact), its best
+        with several query rows (a text and its clauses): over 47k rows the full product
+        costs 3.7 ms idle (7 ms of CPU at load 17), one row a microsecond."""
+        if query.ndim == 1:
+            return float(self._matrix[row] @ query)
+        return float(np.max(query @ self._matrix[row]))
 
     def _product(self, query: Vectors) -> npt.NDArray[np.float32]:
         scores: npt.NDArray[np.float32] = self._matrix @ query.astype(np.float32)

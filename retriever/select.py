@@ -1,12 +1,14 @@
 """Select mode: rank a client's own tools for the conversation and keep the few it needs.
 
 The client sent ``tools`` (often hundreds) and will run whichever the model calls;
-the upstream sees only the top ``k`` by similarity to the recent turns, above a
-threshold, and never none: when nothing passes, the best ones go anyway. A tool that
-``tool_choice`` names is always kept. Long ``enum`` lists of the kept tools are cut
-to the values nearest the conversation, keeping any value the conversation names and
-the default, so every parameter stays valid. Names are not changed, so the model's
-``tool_calls`` already name the client's tools.
+the upstream sees only the top ``k`` by similarity to the recent turns (with
+``retriever.clauses``, a tool's best over the whole text and each of its clauses, as
+every search of the catalog: :mod:`retriever.clauses`), above a threshold, and never
+none: when nothing passes, the best ones go anyway. A tool that ``tool_choice`` names
+is always kept. Long ``enum`` lists of the kept tools are cut to the values nearest the
+conversation, keeping any value the conversation names and the default, so every
+parameter stays valid. Names are not changed, so the model's ``tool_calls`` already
+name the client's tools.
 
 A tool's embedding is cached under its document text, which is a function of its
 name, description and parameters: a client that sends the same tools every turn
@@ -28,6 +30,7 @@ from pydantic import JsonValue
 
 from graph_store.names import is_valid_name
 from retriever.batching import BatchingEmbedder
+from retriever.clauses import best_scores, split_clauses
 from retriever.config import RetrieverConfig
 from retriever.conversation import conversation_query
 from retriever.documents import document_text, function_fields
@@ -79,8 +82,11 @@ class ToolSelector:
                 param="tool_choice",
             )
         query = conversation_query(messages, self._config.query_turns)
-        vectors = await self._embedder.embed([query or " ", *texts])
-        scores = vectors[1:] @ vectors[0]
+        clauses = split_clauses(query) if self._config.clauses else []
+        # The clauses join the query's pass: a request of one clause embeds one text.
+        vectors = await self._embedder.embed([query or " ", *clauses, *texts])
+        rows = 1 + len(clauses)
+        scores = best_scores(vectors[rows:], vectors[0] if rows == 1 else vectors[:rows])
         keep = _choose(scores, options, [name for name, _ in functions], forced)
         kept_names = {functions[i][0] for i in keep}
         forwarded: list[ToolSpec] = []

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
+import numpy as np
+import pytest
+
+from retriever.batching import BatchingEmbedder
+from retriever.cache import LRUCache
 from retriever.clauses import query_rows, split_clauses
+from retriever.config import RetrieverConfig
 from retriever.documents import ToolDocument
 from retriever.encoder import Encoder
 from retriever.index import ToolIndex
+from retriever.select import SelectOptions, ToolSelector
+from tests.retriever.client_tools import client_tools
 
 
 def test_a_request_for_two_things_is_cut_at_its_connective_and_sentence_ends() -> None:
@@ -53,3 +61,58 @@ def test_query_rows_hold_the_whole_text_first(encoder: Encoder) -> None:
     assert rows.shape == (3, encoder.dim)
     assert np.allclose(rows[0], encoder.encode([text])[0], atol=1e-5)
     assert query_rows(encoder, "weather in Paris").shape == (1, encoder.dim)
+
+
+#: The whole text lands on the weather: no flight tool is among its first ten of the
+#: client's 300, while its second clause asks for one.
+WEATHER_THEN_FLIGHT = (
+    "Check the weather forecast in Rome for Friday, and also book me a flight there"
+)
+
+
+def _selector(encoder: Encoder, clauses: bool) -> ToolSelector:
+    embedder = BatchingEmbedder(encoder, LRUCache(10_000), window_ms=0)
+    return ToolSelector(embedder, RetrieverConfig(clauses=clauses))
+
+
+def _flights(names: list[str]) -> list[str]:
+    return [name for name in names if name.endswith("_flight")]
+
+
+def _user(text: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "content": text}]
+
+
+async def test_select_mode_keeps_the_tool_a_later_clause_asks_for(encoder: Encoder) -> None:
+    options = SelectOptions(top_k=5, threshold=0.2)
+    messages = _user(WEATHER_THEN_FLIGHT)
+    split = await _selector(encoder, clauses=True).select(client_tools(), messages, options)
+    assert split.kept[0] == "get_weather_forecast"
+    assert _flights(split.kept)
+    whole = await _selector(encoder, clauses=False).select(client_tools(), messages, options)
+    assert whole.kept[0] == "get_weather_forecast"
+    assert not _flights(whole.kept)  # retriever.clauses off: the old ranking
+
+
+@pytest.mark.parametrize(
+    ("text", "clauses", "embedded"),
+    [
+        ("Will it rain in Paris tomorrow?", True, 1),
+        (WEATHER_THEN_FLIGHT, True, 3),
+        (
+            "Find a hotel in Rome, and also convert 200 dollars to euros. Then text my wife.",
+            True,
+            4,
+        ),
+        (WEATHER_THEN_FLIGHT, False, 1),
+    ],
+)
+async def test_select_mode_embeds_one_text_for_one_clause_and_one_more_per_clause(
+    encoder: Encoder, text: str, clauses: bool, embedded: int
+) -> None:
+    selector = _selector(encoder, clauses)
+    tools = client_tools()[:20]
+    await selector.select(tools, _user("warm the cache"), SelectOptions(top_k=5, threshold=0.2))
+    before = encoder.counts.texts
+    await selector.select(tools, _user(text), SelectOptions(top_k=5, threshold=0.2))
+    assert encoder.counts.texts - before == embedded
