@@ -30,6 +30,7 @@ from graph_store.store import GraphStore, neighbors
 from proxy.plan.model import Candidate
 from proxy.plan.order import TextOrder
 from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, load_trust
+from retriever.clauses import with_clauses
 from retriever.dense import DenseMatrix
 from retriever.embedder import Vectors
 from retriever.encoder import Encoder
@@ -89,13 +90,18 @@ class CandidateFinder:
         beam_share: float = 0.5,
         trust: EdgeTrust | None = None,
         keep: float = KEEP_RETRIEVED,
+        clauses: Encoder | None = None,
     ) -> None:
+        """``clauses``: the encoder that embeds a searched text's clauses when a search
+        also reads them (``retriever.clauses``, :mod:`retriever.clauses`; the proxy
+        passes the planner's); None searches the whole text's vector alone."""
         self.store = store
         self.index = index
         self.weights = weights or GraphWeights(DEFAULT_BONUS)
         self.mode = mode
         self.beam_share = beam_share
         self.keep = keep
+        self.clauses = clauses
         self._row = {doc.id: i for i, doc in enumerate(index.documents)}
         self._name = {doc.id: doc.name for doc in index.documents}
         self._specificity: dict[str, float] = {}
@@ -128,8 +134,17 @@ class CandidateFinder:
     def similarities(self, vector: Vectors) -> Mapping[str, float]:
         """Cosine similarity by tool id, each computed when first read: a list reads a
         few hundred rows at most, and the whole catalog's product cost 3.7 ms idle over
-        47k tools, once per sub-task and twice for a dependent one (issue 15)."""
+        47k tools, once per sub-task and twice for a dependent one (issue 15). With
+        several rows (:meth:`query`), a tool's best row's."""
         return _ScoreView(self._row, self.index.dense, vector)
+
+    def query(self, text: str, vector: Vectors) -> Vectors:
+        """What a search for ``text`` reads: ``vector`` (the whole text's), and with
+        :attr:`clauses` the rows of its clauses under it; a text of one clause is
+        ``vector`` alone and embeds nothing more."""
+        if self.clauses is None:
+            return vector
+        return with_clauses(self.clauses, text, vector)
 
     def retrieve(
         self, text: str, vector: Vectors, k: int, category: str | None = None
@@ -144,14 +159,15 @@ class CandidateFinder:
             if held is not None:
                 self._retrieved.move_to_end(key)
                 return list(held)
-        sims = self.similarities(vector)
-        hits = self.index.search(vector, text, k, method="hybrid", category=category)
+        query = self.query(text, vector)
+        sims = self.similarities(query)
+        hits = self.index.search(query, text, k, method="hybrid", category=category)
         if category is not None and len(hits) < k:
             # A category of fewer than k tools is a hint, not a wall: the rest of the
             # list comes from the whole catalog (a "Database" step must still see a
             # database pack's tools when the model named ToolBench's category).
             seen = {hit.id for hit in hits}
-            wider = self.index.search(vector, text, k, method="hybrid")
+            wider = self.index.search(query, text, k, method="hybrid")
             hits += [hit for hit in wider if hit.id not in seen][: k - len(hits)]
         found = [
             Candidate(hit.name, hit.id, sims[hit.id], sims[hit.id], "retrieval") for hit in hits
@@ -183,7 +199,7 @@ class CandidateFinder:
         retrieved = self.retrieve(text, vector, k, category)
         if not after or not use_graph:
             return retrieved
-        sims = self.similarities(vector)
+        sims = self.similarities(self.query(text, vector))
         best: dict[str, Candidate] = {}
         sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
         for starts, share in sources:
@@ -228,7 +244,7 @@ class CandidateFinder:
         pool = self._ranked(self.retrieve(text, vector, RERANK_DEPTH, category))
         rank = {c.tool_id: i for i, c in enumerate(pool)}
         scored = {c.tool_id: (c.score, c) for c in pool}
-        sims = self.similarities(vector)
+        sims = self.similarities(self.query(text, vector))
         sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
         for starts, share in sources:
             start = set(starts)
