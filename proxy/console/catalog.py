@@ -32,7 +32,8 @@ class CatalogView:
 
     async def search(self, query: str, k: int) -> dict[str, JsonValue]:
         """The top ``k`` of ``query`` by each method: hybrid (what the planner uses),
-        BM25 alone and dense alone, each hit with its score."""
+        BM25 alone and dense alone, each hit with its score; the dense side reads the
+        query's clauses as the planner's searches do (``retriever.clauses``)."""
         catalog = await self._catalogs.get()
         return await asyncio.to_thread(_search, catalog, query, k)
 
@@ -53,11 +54,12 @@ class CatalogView:
 
 def _search(catalog: Catalog, query: str, k: int) -> dict[str, JsonValue]:
     planner = catalog.planner
-    vector = planner.encoder.encode([query])[0]
+    # The whole text's vector, and its clauses' rows when the planner's searches read them.
+    rows = planner.finder.query(query, planner.encoder.encode([query])[0])
     index = planner.finder.index
     found: dict[str, JsonValue] = {"query": query}
     for method in METHODS:
-        hits = index.search(vector, query, k, method=method)
+        hits = index.search(rows, query, k, method=method)
         found[method] = [_hit(hit, catalog.tools.get(hit.name)) for hit in hits]
     return found
 

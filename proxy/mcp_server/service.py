@@ -1,7 +1,8 @@
 """The catalog as a few tools for MCP clients, without HTTP: search it, call one tool.
 
 ``search_tools`` ranks the catalog for a query with the index orchestrate mode plans
-over (the same hybrid search a sub-task's roots come from) and returns each hit with
+over (the same hybrid search a sub-task's roots come from, clauses included with
+``retriever.clauses``) and returns each hit with
 its schema; ``call_tool`` runs one catalog tool with the arguments given, through the
 executor's invoker (so under its egress policy and credentials, an MCP tool through
 its server's session) within ``executor.call_timeout``. Only tools the catalog holds

@@ -374,10 +374,17 @@ class CatalogService:
         from retriever.recent import remembering
 
         planner = self._settings.planner
-        finder = CandidateFinder(store, index, weights_from(planner), mode=planner.graph_mode)
+        remembered = remembering(encoder)
+        # Every search of the catalog (a sub-task's, the whole request's, the console's,
+        # /mcp's) reads a text's clauses too when the retriever does (retriever.clauses),
+        # embedded through the same memory as the question.
+        clauses = remembered if self._settings.retriever.clauses else None
+        finder = CandidateFinder(
+            store, index, weights_from(planner), mode=planner.graph_mode, clauses=clauses
+        )
         return Catalog(
             store,
-            RequestPlanner(finder, remembering(encoder), planner, memory),
+            RequestPlanner(finder, remembered, planner, memory),
             {tool.name: tool for tool in tools},
             self._gate(tools) if self._settings.orchestrate.gate else None,
         )

@@ -21,16 +21,16 @@ from retriever.recent import RecentVectors
 from tests.retriever.client_tools import client_tools
 
 #: The whole text lands on the weather: retrieval's first ten of the 300 client tools
-#: hold no flight tool, while the second clause asks for one.
-WEATHER_THEN_FLIGHT = (
-    "Check the weather forecast in Rome for Friday, and also book me a flight there"
+#: hold no translation tool, while the second clause asks for one.
+WEATHER_THEN_TRANSLATION = (
+    "What's the weather forecast in Lisbon today, and also translate hello into Portuguese"
 )
 
 
 @pytest.fixture(scope="module")
 def catalog(encoder: Encoder) -> tuple[InProcessStore, ToolIndex]:
     """Select mode's 300 client tools as a catalog, indexed as the proxy indexes one."""
-    parsed = parse_openai(Path("client_tools.json"), client_tools())
+    parsed = parse_openai(Path("seeded.json"), {"tools": [t["function"] for t in client_tools()]})
     store = InProcessStore()
     store.upsert_tools(parsed.tools)
     config = RetrieverConfig()
@@ -40,8 +40,8 @@ def catalog(encoder: Encoder) -> tuple[InProcessStore, ToolIndex]:
     return store, index
 
 
-def flights(names: list[str]) -> list[str]:
-    return [name for name in names if name.endswith("_flight")]
+def translations(names: list[str]) -> list[str]:
+    return [name for name in names if name.endswith("_translation")]
 
 
 @pytest.mark.parametrize("mode", ["strict", "blend", "rerank"])
@@ -49,15 +49,15 @@ def test_a_root_sub_task_gets_the_tool_its_second_clause_asks_for(
     catalog: tuple[InProcessStore, ToolIndex], encoder: Encoder, mode: str
 ) -> None:
     store, index = catalog
-    vector = encoder.encode([WEATHER_THEN_FLIGHT])[0]
+    vector = encoder.encode([WEATHER_THEN_TRANSLATION])[0]
     split = CandidateFinder(store, index, mode=mode, clauses=encoder)  # type: ignore[arg-type]
-    found = [c.tool for c in split.find(WEATHER_THEN_FLIGHT, vector, 10)]
+    found = [c.tool for c in split.find(WEATHER_THEN_TRANSLATION, vector, 10)]
     assert found[0] == "get_weather_forecast"
-    assert flights(found)
+    assert translations(found)
     whole = CandidateFinder(store, index, mode=mode)  # type: ignore[arg-type]
-    alone = [c.tool for c in whole.find(WEATHER_THEN_FLIGHT, vector, 10)]
+    alone = [c.tool for c in whole.find(WEATHER_THEN_TRANSLATION, vector, 10)]
     assert alone[0] == "get_weather_forecast"
-    assert not flights(alone)  # without clauses: the old list
+    assert not translations(alone)  # without clauses: the old list
 
 
 def test_a_candidate_scores_its_best_row_read_row_by_row(
@@ -65,11 +65,11 @@ def test_a_candidate_scores_its_best_row_read_row_by_row(
 ) -> None:
     store, index = catalog
     finder = CandidateFinder(store, index, clauses=encoder)
-    vector = encoder.encode([WEATHER_THEN_FLIGHT])[0]
-    rows = finder.query(WEATHER_THEN_FLIGHT, vector)
+    vector = encoder.encode([WEATHER_THEN_TRANSLATION])[0]
+    rows = finder.query(WEATHER_THEN_TRANSLATION, vector)
     assert rows.shape == (3, encoder.dim)
     before = index.dense.full_products
-    found = finder.retrieve(WEATHER_THEN_FLIGHT, vector, 10)
+    found = finder.retrieve(WEATHER_THEN_TRANSLATION, vector, 10)
     assert index.dense.full_products == before
     best = (index.dense.matrix @ rows.T).max(axis=1)
     position = {doc.id: i for i, doc in enumerate(index.documents)}
@@ -81,8 +81,8 @@ def test_a_candidate_scores_its_best_row_read_row_by_row(
     ("text", "clauses", "embedded"),
     [
         ("Will it rain in Paris tomorrow?", True, 0),
-        (WEATHER_THEN_FLIGHT, True, 2),
-        (WEATHER_THEN_FLIGHT, False, 0),
+        (WEATHER_THEN_TRANSLATION, True, 2),
+        (WEATHER_THEN_TRANSLATION, False, 0),
     ],
 )
 def test_a_search_embeds_nothing_more_for_one_clause_and_each_clause_once(
@@ -111,8 +111,8 @@ async def test_the_whole_request_is_searched_by_its_clauses_when_the_planner_has
     store, index = catalog
     finder = CandidateFinder(store, index, mode="rerank", clauses=encoder if clauses else None)
     planner = RequestPlanner(finder, encoder, Planner(policy="graph", top_k=10))
-    plan = await planner.plan(WEATHER_THEN_FLIGHT, None)
+    plan = await planner.plan(WEATHER_THEN_TRANSLATION, None)
     (decision,) = [d for d in plan.decisions if d.candidates]
     offered = [c.tool for c in decision.candidates]
-    assert bool(flights(offered)) is clauses
+    assert bool(translations(offered)) is clauses
     assert plan.choices["s1"] == "get_weather_forecast"

@@ -63,10 +63,10 @@ def test_query_rows_hold_the_whole_text_first(encoder: Encoder) -> None:
     assert query_rows(encoder, "weather in Paris").shape == (1, encoder.dim)
 
 
-#: The whole text lands on the weather: no flight tool is among its first ten of the
-#: client's 300, while its second clause asks for one.
-WEATHER_THEN_FLIGHT = (
-    "Check the weather forecast in Rome for Friday, and also book me a flight there"
+#: The whole text lands on the weather: no translation tool is among the five of the
+#: client's 300 that select mode keeps for it, while its second clause asks for one.
+WEATHER_THEN_TRANSLATION = (
+    "What's the weather forecast in Lisbon today, and also translate hello into Portuguese"
 )
 
 
@@ -75,8 +75,8 @@ def _selector(encoder: Encoder, clauses: bool) -> ToolSelector:
     return ToolSelector(embedder, RetrieverConfig(clauses=clauses))
 
 
-def _flights(names: list[str]) -> list[str]:
-    return [name for name in names if name.endswith("_flight")]
+def _translations(names: list[str]) -> list[str]:
+    return [name for name in names if name.endswith("_translation")]
 
 
 def _user(text: str) -> list[dict[str, Any]]:
@@ -85,26 +85,26 @@ def _user(text: str) -> list[dict[str, Any]]:
 
 async def test_select_mode_keeps_the_tool_a_later_clause_asks_for(encoder: Encoder) -> None:
     options = SelectOptions(top_k=5, threshold=0.2)
-    messages = _user(WEATHER_THEN_FLIGHT)
+    messages = _user(WEATHER_THEN_TRANSLATION)
     split = await _selector(encoder, clauses=True).select(client_tools(), messages, options)
     assert split.kept[0] == "get_weather_forecast"
-    assert _flights(split.kept)
+    assert _translations(split.kept)
     whole = await _selector(encoder, clauses=False).select(client_tools(), messages, options)
     assert whole.kept[0] == "get_weather_forecast"
-    assert not _flights(whole.kept)  # retriever.clauses off: the old ranking
+    assert not _translations(whole.kept)  # retriever.clauses off: the old ranking
 
 
 @pytest.mark.parametrize(
     ("text", "clauses", "embedded"),
     [
         ("Will it rain in Paris tomorrow?", True, 1),
-        (WEATHER_THEN_FLIGHT, True, 3),
+        (WEATHER_THEN_TRANSLATION, True, 3),
         (
             "Find a hotel in Rome, and also convert 200 dollars to euros. Then text my wife.",
             True,
             4,
         ),
-        (WEATHER_THEN_FLIGHT, False, 1),
+        (WEATHER_THEN_TRANSLATION, False, 1),
     ],
 )
 async def test_select_mode_embeds_one_text_for_one_clause_and_one_more_per_clause(
