@@ -113,9 +113,11 @@ class RetrieverConfig(BaseModel):
     )
     clauses: bool = Field(
         default=True,
-        description="A search also reads each clause of a request that asks for several things "
-        "(cut at sentence ends and at ', and', 'and also', 'and then', 'as well as'): a tool "
-        "scores its best cosine over the whole text and its clauses. Chosen leave-one-dataset-out "
+        description="Every search (select mode's ranking, orchestrate's catalog searches, the "
+        "console's and /mcp's, `toolgraph index search`) also reads each clause of a request "
+        "that asks for several things (cut at sentence ends and at ', and', 'and also', "
+        "'and then', 'as well as'): a tool scores its best cosine over the whole text and its "
+        "clauses; a request of one clause costs what it did. Chosen leave-one-dataset-out "
         "(retriever/clauses.py, retriever/README.md).",
     )
     query_turns: int = Field(

@@ -40,7 +40,14 @@ POSITIONS_KEPT = 32
 
 
 def split_clauses(text: str) -> list[str]:
-    """The text's clauses in order; a short fragment joins the clause before it."""
+    """The text's clauses in order; a short fragment joins the clause before it.
+
+    Not :func:`retriever.clauses.cut`, which search reads: this one cuts finer (every
+    "and", comma, "after", "before"…, where search cuts at ", and" and its like only)
+    and joins a short fragment to the clause before it where search drops it ("London,
+    UK" stays whole), and the ``order`` weight of ``edge_trust.json`` was fitted on
+    positions from this split; the other cutter would move those positions and the
+    figure with them."""
     pieces = _BOUNDARY.split(text)  # text, boundary, text, ...
     clauses: list[str] = []
     for i in range(0, len(pieces), 2):
