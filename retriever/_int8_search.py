@@ -40,12 +40,16 @@ class Int8Matrix:
 
     def scores(self, query: npt.NDArray[np.float32]) -> Scores:
         """One approximate score per row, in the rows' order (proportional to the true
-        inner product up to rounding: the query's own scale is left out)."""
-        peak = float(np.abs(query).max()) or 1.0
-        quantized = (np.round(query / peak * 127) + _ZERO).astype(np.uint8).reshape(1, -1)
+        inner product up to rounding: the query's own scale is left out). With several
+        query rows (a text and its clauses), one line of scores per query row from one
+        pass over the matrix, each line on its own query row's scale."""
+        rows = np.atleast_2d(query)
+        peak = np.abs(rows).max(axis=1, keepdims=True)
+        peak[peak == 0] = 1.0
+        quantized = (np.round(rows / peak * 127) + _ZERO).astype(np.uint8)
         (products,) = self._session.run(None, {"query": quantized})
-        out: Scores = products.ravel().astype(np.float32) * self._scales
-        return out
+        out: Scores = products.astype(np.float32) * self._scales
+        return out[0] if query.ndim == 1 else out
 
 
 def _session(quantized: npt.NDArray[np.int8]) -> onnxruntime.InferenceSession:
@@ -58,8 +62,8 @@ def _session(quantized: npt.NDArray[np.int8]) -> onnxruntime.InferenceSession:
     graph = helper.make_graph(
         [helper.make_node("MatMulInteger", ["query", "rows", "zero"], ["scores"])],
         "int8_search",
-        [helper.make_tensor_value_info("query", TensorProto.UINT8, [1, dim])],
-        [helper.make_tensor_value_info("scores", TensorProto.INT32, [1, rows])],
+        [helper.make_tensor_value_info("query", TensorProto.UINT8, ["queries", dim])],
+        [helper.make_tensor_value_info("scores", TensorProto.INT32, ["queries", rows])],
         [weights, zero],
     )
     # IR 9 with opset 17: what onnxruntime 1.31 reads (onnx 1.23 writes IR 14 by default).

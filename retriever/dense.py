@@ -73,20 +73,25 @@ class DenseMatrix:
 
     def search(self, query: Vectors, k: int, mask: Mask | None = None) -> list[tuple[int, float]]:
         """The ``k`` rows most similar to ``query`` among those ``mask`` keeps, best first,
-        with their exact scores."""
+        with their exact scores. With several query rows (a text and its clauses,
+        :mod:`retriever.clauses`) a row's score is its best over them, and the int8 pass
+        reads the matrix once for all of them: each query row's own candidates are
+        rescored against every query row."""
+        rows = np.atleast_2d(query).astype(np.float32)
         if self._int8 is None:
-            return self._exact(query, k, mask)
-        approximate = self._int8.scores(query)
+            return self._exact(rows, k, mask)
+        approximate = np.atleast_2d(self._int8.scores(rows))
         if mask is not None:
             approximate = np.where(mask, approximate, -np.inf).astype(np.float32)
-        candidates = top_k(approximate, max(RESCORED, 4 * k))
-        candidates = candidates[np.isfinite(approximate[candidates])]
-        exact = self._matrix[candidates] @ query.astype(np.float32)
+        wanted = max(RESCORED, 4 * k)
+        candidates = np.unique(np.concatenate([top_k(line, wanted) for line in approximate]))
+        candidates = candidates[np.isfinite(approximate[:, candidates].max(axis=0))]
+        exact = (self._matrix[candidates] @ rows.T).max(axis=1)
         order = top_k(exact, k)
         return [(int(candidates[i]), float(exact[i])) for i in order]
 
-    def _exact(self, query: Vectors, k: int, mask: Mask | None) -> list[tuple[int, float]]:
-        scores = self._product(query)
+    def _exact(self, rows: Vectors, k: int, mask: Mask | None) -> list[tuple[int, float]]:
+        scores = (self._matrix @ rows.T).max(axis=1)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf).astype(np.float32)
         ranked = top_k(scores, k)

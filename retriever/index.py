@@ -88,15 +88,9 @@ class ToolIndex:
 
     def _dense(self, query: Vectors, k: int, mask: Mask | None) -> list[tuple[int, float]]:
         """The dense ranking; with several query rows (a text and its clauses,
-        :mod:`retriever.clauses`), each tool scored by its best row. The top ``k`` by that
-        best score are all in the union of each row's own top ``k``."""
-        if query.ndim == 1:
-            return self.dense.search(query, k, mask)
-        best: dict[int, float] = {}
-        for row in query:
-            for i, score in self.dense.search(row, k, mask):
-                best[i] = max(score, best.get(i, -np.inf))
-        return sorted(best.items(), key=lambda item: -item[1])[:k]
+        :mod:`retriever.clauses`), each tool scored by its best row, all rows in one pass
+        (:meth:`DenseMatrix.search`)."""
+        return self.dense.search(query, k, mask)
 
     def _mask(self, field: str, value: str | None) -> Mask | None:
         """Rows whose ``field`` is ``value``; the most recent masks are kept."""

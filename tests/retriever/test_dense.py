@@ -77,3 +77,37 @@ def test_a_small_catalog_stays_exact(queries: Vectors) -> None:
     small = DenseMatrix(queries)
     assert not small.compressed
     assert small.search(queries[0], 1)[0][0] == 0
+
+
+def best_row_top_k(catalog: Vectors, rows: Vectors, k: int) -> list[int]:
+    """The ``k`` catalog rows with the highest best cosine over ``rows``, by brute force."""
+    best = (catalog @ rows.T).max(axis=1)
+    return [int(i) for i in np.argsort(-best, kind="stable")[:k]]
+
+
+def test_several_query_rows_score_each_tool_by_its_best_row(
+    catalog: Vectors, queries: Vectors
+) -> None:
+    rows = queries[:3]  # a text and two clauses: weather, currency, email
+    for matrix in (DenseMatrix(catalog), DenseMatrix(catalog, compress=False)):
+        for k in (1, 10, 100):
+            found = matrix.search(rows, k)
+            assert [i for i, _ in found] == best_row_top_k(catalog, rows, k)
+            expected = (catalog[[i for i, _ in found]] @ rows.T).max(axis=1)
+            assert np.allclose([s for _, s in found], expected, atol=1e-6)
+
+
+def test_one_query_row_as_a_matrix_searches_as_the_vector_does(
+    catalog: Vectors, queries: Vectors
+) -> None:
+    matrix = DenseMatrix(catalog)
+    for query in queries:
+        assert same(matrix.search(query[None, :], 10), matrix.search(query, 10))
+
+
+def test_several_query_rows_honour_a_mask(catalog: Vectors, queries: Vectors) -> None:
+    compressed, exact = DenseMatrix(catalog), DenseMatrix(catalog, compress=False)
+    mask = np.random.default_rng(2).random(len(catalog)) < 0.02
+    found = compressed.search(queries[2:5], 10, mask)
+    assert same(found, exact.search(queries[2:5], 10, mask))
+    assert all(mask[i] for i, _ in found)
