@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import socket
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -40,13 +40,51 @@ def children(pid: int | None) -> list[int]:
     return found
 
 
-async def no_children_left(sandbox: Sandbox, within: float = 30.0) -> None:
-    """Wait until the sandbox server has no live child (a killed one is reaped by then)."""
+async def the_spare(sandbox: Sandbox, within: float = 30.0) -> int:
+    """The server's one child, once it has just one: the spare the next call will take."""
+    return await one_child_but(sandbox, set(), within)
+
+
+async def one_child_but(sandbox: Sandbox, gone: set[int], within: float = 30.0) -> int:
+    """Wait until the server's only live child is none of ``gone`` (a killed child is
+    reaped by then, and a fresh spare forked in its place); that child's pid."""
     for _ in range(int(within / 0.05)):
-        if not children(sandbox.server_pid):
-            return
+        found = children(sandbox.server_pid)
+        if len(found) == 1 and found[0] not in gone:
+            return found[0]
         await asyncio.sleep(0.05)
-    assert children(sandbox.server_pid) == []
+    found = children(sandbox.server_pid)
+    assert len(found) == 1, found
+    assert found[0] not in gone, found
+    return found[0]
+
+
+def alive(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "Z" not in dict(
+            line.split(":\t", 1) for line in status.read_text().splitlines()
+        ).get("State", "Z")
+    except (OSError, ValueError):
+        return False
+
+
+def capped(pid: int) -> bool:
+    """Whether the process has capped its address space: a spare does once it took a call."""
+    try:
+        limits = Path(f"/proc/{pid}/limits").read_text()
+    except OSError:
+        return False
+    line = next(line for line in limits.splitlines() if line.startswith("Max address space"))
+    return "unlimited" not in line
+
+
+async def until(condition: Callable[[], bool], within: float = 30.0) -> None:
+    for _ in range(int(within / 0.02)):
+        if condition():
+            return
+        await asyncio.sleep(0.02)
+    assert condition()
 
 
 def environment_of(pid: int | None) -> list[bytes]:
@@ -83,9 +121,12 @@ async def test_a_call_computes_in_a_child_process() -> None:
 async def test_a_runaway_computation_is_stopped_and_the_proxy_lives_on(
     sandbox: Sandbox, expression: str
 ) -> None:
+    spare = await the_spare(sandbox)  # the child the call will run in
     with pytest.raises(ToolTimeout, match=r"longer than 1\.5s"):
         await sandbox.run("evaluate_expression", {"expression": expression})
-    await no_children_left(sandbox)  # the child was killed, not left burning CPU
+    # The child was killed, not left burning CPU: only a fresh spare is left.
+    await one_child_but(sandbox, {spare})
+    assert not alive(spare)
     assert await sandbox.run("evaluate_expression", {"expression": "6*7"}) == {
         "value": 42.0,
         "exact": "42",
@@ -170,9 +211,11 @@ async def test_closing_stops_the_fork_server(sandbox: Sandbox) -> None:
     await sandbox.start()
     pid = sandbox.server_pid
     assert pid is not None
+    spare = await the_spare(sandbox)
     await sandbox.aclose()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+    await until(lambda: not alive(spare))  # and its spare with it
 
 
 async def test_a_dead_fork_server_is_replaced(sandbox: Sandbox) -> None:
@@ -192,18 +235,60 @@ async def test_a_dead_fork_server_is_replaced(sandbox: Sandbox) -> None:
 
 
 async def test_cancelling_a_call_kills_its_child(sandbox: Sandbox) -> None:
+    spare = await the_spare(sandbox)
     task = asyncio.create_task(
         sandbox.run("evaluate_expression", {"expression": "factorial(10**7)"})
     )
-    for _ in range(100):
-        await asyncio.sleep(0.02)
-        if children(sandbox.server_pid):
-            break
-    assert children(sandbox.server_pid)
+    await until(lambda: capped(spare))  # it took the call
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await no_children_left(sandbox)
+    await one_child_but(sandbox, {spare})
+    assert not alive(spare)
+
+
+async def test_each_call_takes_a_spare_that_served_nothing_before(sandbox: Sandbox) -> None:
+    spares = [await the_spare(sandbox)]
+    for n in range(3):
+        assert not capped(spares[-1])  # waiting: no call's limits yet
+        assert await sandbox.run("evaluate_expression", {"expression": f"6*{n}"}) == {
+            "value": 6.0 * n,
+            "exact": str(6 * n),
+        }
+        spares.append(await one_child_but(sandbox, set(spares)))
+        assert not alive(spares[-2])  # the call's child exited
+    assert len(set(spares)) == 4
+
+
+async def test_a_call_does_not_wait_for_a_running_one() -> None:
+    # The spare's replacement is forked when the call ends, or at once when another
+    # connection waits: a short call started beside a long one ends first.
+    box = Sandbox(timeout=120, memory_mb=256)
+    try:
+        await box.start()
+        spare = await the_spare(box)
+        long = asyncio.create_task(
+            box.run("evaluate_expression", {"expression": "factorial(10**7)"})
+        )
+        await until(lambda: capped(spare))
+        short = asyncio.create_task(box.run("evaluate_expression", {"expression": "6*7"}))
+        done, _ = await asyncio.wait([long, short], return_when=asyncio.FIRST_COMPLETED)
+        assert done == {short}
+        assert short.result() == {"value": 42.0, "exact": "42"}
+        long.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await long
+        await one_child_but(box, {spare})
+    finally:
+        await box.aclose()
+
+
+async def test_no_spare_outlives_its_server(sandbox: Sandbox) -> None:
+    spare = await the_spare(sandbox)
+    server = sandbox.server_pid
+    assert server is not None
+    os.kill(server, signal.SIGKILL)
+    await until(lambda: not alive(spare))
 
 
 async def test_the_sandbox_sees_none_of_the_proxys_secrets(
