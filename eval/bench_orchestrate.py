@@ -24,7 +24,9 @@ Stage times come from each request's trace, wall time from the client (the offic
 SDK), toolgraph's own time (the request's time less its waits on the upstream; it
 includes the tool's sandbox) from the ``x-toolgraph-overhead-ms`` header, sent with the
 response's start (for a stream: before planning), and from the trace, taken when the
-request ends (``timings.own``; a stream's too), and CPU per
+request ends (``timings.own``; a stream's too), the tools' time from the trace
+(``timings.tools``: the wall time some tool was being called, overlapping calls once),
+toolgraph's own time without the tools' (``own - tools``: the targets' figure), and CPU per
 request from the proxy process (:mod:`eval._bench_arms`: the model and the sandbox run
 in other processes, so it is toolgraph's own work). Results: a table here,
 ``eval/results/bench_orchestrate.json`` and ``eval/results/bench_orchestrate.png``.
@@ -151,6 +153,9 @@ def one_request(client: openai.OpenAI, base: str, stream: bool) -> dict[str, Any
         "own_ms": float(headers.get("x-toolgraph-overhead-ms", "nan")),
         # the whole request's (a stream's header is sent before planning); older trees lack it
         "own_trace_ms": timings["own"] * 1000 if "own" in timings else math.nan,
+        # the wall time some tool ran (its sandbox: connect, the child, the reply); older
+        # trees lack it
+        "tools_ms": timings["tools"] * 1000 if "tools" in timings else math.nan,
         "stages_ms": {k: v * 1000 for k, v in timings.items()},
         "calls_ms": [c["finished"] - c["started"] for c in calls if c["started"] is not None],
         "outcomes": [c["outcome"] for c in calls],
@@ -182,6 +187,9 @@ def summarise(rows: list[dict[str, Any]], cpu_seconds: float) -> dict[str, Any]:
         "wall_p95_ms": p95(walls),
         "own_p50_ms": median([r["own_ms"] for r in rows]),
         "own_trace_p50_ms": median([r["own_trace_ms"] for r in rows]),
+        "tools_p50_ms": median([r["tools_ms"] for r in rows]),
+        # the target's figure: toolgraph's own time, the model's and the tools' left out
+        "own_less_tools_p50_ms": median([r["own_trace_ms"] - r["tools_ms"] for r in rows]),
         "cpu_per_request_ms": round(1000 * cpu_seconds / max(1, len(rows)), 2),
         "first_event_p50_ms": median([r["first_event_ms"] for r in rows if r["first_event_ms"]]),
         "stages_p50_ms": {s: median([r["stages_ms"].get(s, 0.0) for r in rows]) for s in STAGES},
@@ -257,6 +265,8 @@ COLUMNS = (
     "answer",
     "own (header)",
     "own (trace)",
+    "tools",
+    "own - tools",
     "cpu/req",
     "wall",
     "p95",
@@ -273,6 +283,8 @@ def _figures(row: dict[str, Any]) -> list[float]:
         stages["answer"],
         row["own_p50_ms"],
         row.get("own_trace_p50_ms", math.nan),
+        row.get("tools_p50_ms", math.nan),
+        row.get("own_less_tools_p50_ms", math.nan),
         row["cpu_per_request_ms"],
         row["wall_p50_ms"],
         row["wall_p95_ms"],

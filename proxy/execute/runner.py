@@ -26,13 +26,19 @@ counts it once, and a slow field choice delays only its own call, not the plan.
 The field choice (an LLM call the first time a tool answers big) gets what is left of
 the call's window less :data:`TRUNCATE_RESERVE`; when it runs out the output is
 truncated instead, so a slow model costs the fields, never the tool's answer.
+
+:attr:`CatalogRunner.tools` counts the wall time during which at least one tool
+was being called (its invoker awaited; overlapping calls count once), so that a
+request's trace can tell the tools' time from toolgraph's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 
 from pydantic import JsonValue
 
@@ -52,6 +58,29 @@ from proxy.tools.variables import Variables, bound_variables
 
 #: Seconds of a call's window kept for truncating its output when the field choice is slow.
 TRUNCATE_RESERVE = 0.25
+
+
+class InFlight:
+    """The wall time during which at least one of some intervals was open: the union of
+    overlapping calls, not their sum."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.seconds = 0.0
+        self._clock = clock
+        self._open = 0
+        self._since = 0.0
+
+    @contextmanager
+    def interval(self) -> Iterator[None]:
+        if self._open == 0:
+            self._since = self._clock()
+        self._open += 1
+        try:
+            yield
+        finally:
+            self._open -= 1
+            if self._open == 0:
+                self.seconds += self._clock() - self._since
 
 
 class CatalogRunner:
@@ -84,6 +113,7 @@ class CatalogRunner:
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
         self.reused: set[str] = set()  # node ids answered from an earlier turn
         self.rejected: dict[str, str] = {}  # node id → the tool's error fed back to the writer
+        self.tools = InFlight()  # the wall time some tool was being called
         # node id → the plan's fixed arguments, the inputs and the choices, kept while a
         # revision may come
         self._written: dict[str, tuple[dict[str, JsonValue], dict[str, str], Choices]] = {}
@@ -206,7 +236,7 @@ class CatalogRunner:
                 "(so that a retried request cannot run it twice); it was not called",
                 param=tool.name,
             )
-        with bound_variables(self.variables):
+        with bound_variables(self.variables), self.tools.interval():
             return await self._invoker.invoke(tool, arguments)
 
 

@@ -50,6 +50,7 @@ class ExecutedPlan:
     attempts: dict[str, int] = field(default_factory=dict)  # LLM replies per call's arguments
     reused: set[str] = field(default_factory=set)  # calls answered from an earlier turn
     rejected: dict[str, str] = field(default_factory=dict)  # the tool's error the writer saw
+    tool_seconds: float = 0.0  # wall time some tool was being called (overlaps once)
 
     def answer_inputs(self) -> dict[str, str]:
         """What the answering LLM may read: the compressed outputs the plan marks for it."""
@@ -166,4 +167,5 @@ class ToolExecutor:
             attempts=runner.attempts,
             reused=runner.reused,
             rejected=runner.rejected,
+            tool_seconds=runner.tools.seconds,
         )

@@ -193,6 +193,9 @@ class Pipeline:
                 variables=turn.variables,
                 destructive=turn.keyed,
             )
+        # The tools' own time, so that the trace can tell it from toolgraph's (``own``).
+        tools = turn.timings.get("tools", 0.0) + turn.executed.tool_seconds
+        turn.timings["tools"] = round(tools, 6)
         return turn.executed
 
     async def _remember_path(

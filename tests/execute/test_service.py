@@ -18,12 +18,13 @@ from proxy.execute.compress import serialize
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.invocation import make_http_client
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
+from proxy.execute.runner import InFlight
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
 from proxy.tools.catalog import builtin_tools
 from tests.execute.tool_server import serve_tools
-from tests.tools.test_sandbox import children
+from tests.tools.test_sandbox import capped, children
 
 
 def prompt_of(request: object) -> str:
@@ -269,12 +270,27 @@ async def test_one_clients_expensive_builtin_calls_leave_room_for_another() -> N
 
 
 async def stop_children(server: int | None, count: int) -> list[int]:
-    """Stop the fork server's children once ``count`` of them run; their pids."""
+    """Stop the fork server's children once ``count`` of them run a call (the spare that
+    waits for the next one is left alone); their pids."""
     for _ in range(3000):  # a minute
-        running = children(server)
+        running = [pid for pid in children(server) if capped(pid)]
         if len(running) >= count:
             break
         await asyncio.sleep(0.02)
     for pid in running:
         os.kill(pid, signal.SIGSTOP)
     return running
+
+
+def test_overlapping_calls_count_once_in_the_tools_time() -> None:
+    now = [0.0]
+    tools = InFlight(clock=lambda: now[0])
+    with tools.interval():  # 0 → 5, with a second call 1 → 3 beside it
+        now[0] = 1.0
+        with tools.interval():
+            now[0] = 3.0
+        now[0] = 5.0
+    now[0] = 7.0
+    with tools.interval():  # 7 → 8
+        now[0] = 8.0
+    assert tools.seconds == 6.0  # not 8: the calls' union, not their sum

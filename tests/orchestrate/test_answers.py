@@ -68,6 +68,8 @@ def test_a_streamed_answer_is_computed_by_a_tool_the_proxy_ran(
     assert recorded["plan"]["choices"] == {"s1": "evaluate_expression"}
     assert recorded["answer"] == {"kind": "answer"}
     assert set(recorded["timings"]) >= {"catalog", "plan", "execute", "answer", "total"}
+    # the tool's own time (its sandbox) is inside the execute stage, told apart
+    assert 0 < recorded["timings"]["tools"] <= recorded["timings"]["execute"]
 
 
 def test_the_answer_stage_of_a_stream_lasts_until_its_last_chunk(
