@@ -355,7 +355,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench_orchestrate.json").write_text(json.dumps(results, indent=2) + "\n")
     plot(results, RESULTS / "bench_orchestrate.png")
-    report(results, list(trees), Console(width=160))
+    report(results, list(trees), Console(width=200))
 
 
 if __name__ == "__main__":
