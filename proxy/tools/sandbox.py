@@ -1,8 +1,9 @@
 """Running built-in tools where a hostile input cannot hurt the proxy.
 
-Every call runs in a fresh process forked from a fork server
+Every call runs in a process of its own forked from a fork server
 (:mod:`proxy.tools.forkserver`) that has already imported SymPy and NumPy, so a
-call costs a fork, not the second an import takes. The child caps its own CPU time
+call costs no import; the child is forked (and warmed) before the call comes, so
+it costs no fork either. The child caps its own CPU time
 and address space (what it had at fork time plus ``memory_mb``) before it reads
 the arguments, so a runaway computation ends in ``MemoryError`` or SIGXCPU inside
 the child; the proxy also kills it at the wall-clock timeout. Requests and results
