@@ -25,7 +25,9 @@ lend their neighbours), ``graph-rerank`` (retrieval's order moved by edge eviden
 proxy/plan/trust.py; the graph may fill the whole list), ``graph-keep`` (the same, but
 retrieval's first half of every list kept: ``KEEP_RETRIEVED``). ``default`` adds the
 order of the tools' clauses where sub-tasks share a text (proxy/plan/order.py), the
-ablation's last step. Document vectors are cached on disk.
+ablation's last step. Every policy's finder is built as the proxy's planner builds
+its own (:func:`plan_finder`): with ``retriever.clauses`` (the default) each search also
+reads the searched text's clauses. Document vectors are cached on disk.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from retriever.config import RetrieverConfig
 
 if TYPE_CHECKING:
     from proxy.config import Planner, Settings
-    from proxy.plan.candidates import CandidateFinder, GraphMode
+    from proxy.plan.candidates import CandidateFinder, GraphMode, GraphWeights
     from retriever.embedder import Encoder, Vectors
     from retriever.index import ToolIndex
 
@@ -106,6 +108,25 @@ def build_index(
     return ToolIndex(documents, vectors)
 
 
+def plan_finder(
+    data: Dataset,
+    index: ToolIndex,
+    encoder: Encoder,
+    retriever: RetrieverConfig,
+    weights: GraphWeights | None,
+    mode: GraphMode,
+    keep: float,
+) -> CandidateFinder:
+    """The candidate finder as the proxy's planner builds it (proxy/orchestrate/catalog.py):
+    with ``retriever.clauses`` every search also reads a text's clauses, embedded through
+    the same in-process memory; every policy, the retrieval baseline too, searches so."""
+    from proxy.plan.candidates import CandidateFinder
+    from retriever.recent import remembering
+
+    clauses = remembering(encoder) if retriever.clauses else None
+    return CandidateFinder(data.store, index, weights, mode=mode, keep=keep, clauses=clauses)
+
+
 def evaluate(
     data: Dataset,
     encoder: Encoder,
@@ -114,10 +135,12 @@ def evaluate(
     *,
     cache_dir: Path | None,
     planner: Planner | None = None,
+    retriever: RetrieverConfig | None = None,
     progress: bool = True,
 ) -> dict[str, dict[str, float]]:
-    """Scores per policy; the graph's edge bonuses come from ``planner``."""
-    from proxy.plan.candidates import KEEP_RETRIEVED, CandidateFinder, weights_from
+    """Scores per policy; the graph's edge bonuses come from ``planner``, the search's
+    clause reading from ``retriever`` (the shipped defaults when None)."""
+    from proxy.plan.candidates import KEEP_RETRIEVED, weights_from
     from proxy.plan.policy import plan_without_llm
     from retriever.bulk import embed_documents
 
@@ -132,7 +155,9 @@ def evaluate(
         mode, beam = _selection(policy, planner)
         weights = weights_from(planner) if planner is not None else None
         keep = 0.0 if policy == "graph-rerank" else KEEP_RETRIEVED
-        finder = CandidateFinder(data.store, index, weights, mode=mode, keep=keep)
+        finder = plan_finder(
+            data, index, encoder, retriever or RetrieverConfig(), weights, mode, keep
+        )
         order = finder.text_order(encoder) if policy == "default" else None
         tally = Tally({})
         steps = [(k, r) for k in ks for r in data.requests]
@@ -234,6 +259,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         [p for p in policies if p not in LLM_POLICIES],
         cache_dir=args.cache_dir,
         planner=settings.planner,
+        retriever=settings.retriever,
         progress=not args.quiet,
     )
     for policy in [p for p in policies if p in LLM_POLICIES]:

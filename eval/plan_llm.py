@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 from tqdm import tqdm
 
 from eval.plan_data import Dataset, Request, Tally, f1, score_plan
+from eval.plan_eval import plan_finder
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
 from proxy.llm import Message, MeteredModel, UpstreamModel, metered
 from proxy.plan._llm import prompt
-from proxy.plan.candidates import CandidateFinder, weights_from
+from proxy.plan.candidates import KEEP_RETRIEVED, CandidateFinder, weights_from
 from proxy.plan.model import Candidate, Decision, Plan
 from proxy.plan.planner import RequestPlanner
 from proxy.plan.policy import embed_subtasks
@@ -54,7 +55,10 @@ async def evaluate_llm(
     policy: str = "llm",
 ) -> dict[str, float]:
     config = settings.planner.model_copy(update={"policy": "llm", "top_k": k})
-    finder = CandidateFinder(data.store, index, weights_from(config), config.graph_mode)
+    finder = plan_finder(
+        data, index, encoder, settings.retriever, weights_from(config), config.graph_mode,
+        KEEP_RETRIEVED,
+    )  # fmt: skip
     planner = RequestPlanner(finder, encoder, config)
     session = make_session(settings.timeouts)
     name = model_name or settings.upstream_model or "gpt-4o-mini"

@@ -11,6 +11,7 @@ import pytest
 from eval.fake_upstream import FakeUpstream, Script
 from eval.plan_data import Dataset, f1, load_dataset, mask_tool_names
 from proxy.cli import main
+from tests.plan.conftest import write_taskbench
 
 
 def test_steps_lose_the_tool_names(dataset: Dataset) -> None:
@@ -149,3 +150,42 @@ def test_the_react_baseline_asks_once_per_step_and_carries_its_history(
     assert "(nothing yet)" in prompts[3]  # a new request starts a new history
     assert scores["llm_calls"] == pytest.approx(2.0)
     assert scores["node_f1@3"] > 0
+
+
+#: One gold step of two clauses whose tool is the second's: the whole text's vector
+#: lands on the weather, its second clause on the text message.
+TWO_CLAUSES = {
+    "id": "9",
+    "user_request": "Check the weekend weather and text my wife.",
+    "task_steps": [
+        "Step 1 Call send_sms to look up the weather in Paris this weekend, "
+        "and also send my wife a text message"
+    ],
+    "task_nodes": [{"task": "send_sms"}],
+    "task_links": [],
+    "type": "single",
+}
+
+
+@pytest.mark.parametrize(
+    ("setting", "found"), [("", 100.0), ("retriever:\n  clauses: false\n", 0.0)]
+)
+def test_every_policy_searches_a_steps_clauses_as_the_proxy_does(
+    tmp_path: Path, setting: str, found: float
+) -> None:
+    """The shipped retriever reads a text's clauses (``retriever.clauses``); so does every
+    policy the command scores, the retrieval baseline too, and the setting turns it off."""
+    folder = write_taskbench(tmp_path / "travel")
+    (folder / "data.json").write_text(json.dumps(TWO_CLAUSES) + "\n")
+    config = tmp_path / "toolgraph.yaml"
+    config.write_text(setting)
+    out = tmp_path / "plan.json"
+    code = main(
+        ["eval", "plan", "--dataset", str(folder), "--config", str(config), "--k", "1",
+         "--json", str(out), "--cache-dir", str(tmp_path / "cache"), "--quiet"]
+    )  # fmt: skip
+    assert code == 0
+    scores = json.loads(out.read_text())
+    assert set(scores) == {"retrieval", "default"}  # no --policy: the baseline and the shipped
+    for policy in scores.values():
+        assert policy["candidate_recall@1"] == pytest.approx(found)
