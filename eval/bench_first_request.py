@@ -12,9 +12,22 @@ never seen (new names and descriptions), so the tenth pays what new tools cost o
 start-up is over, and the first is compared with that.
 
     python -m eval.bench_first_request [--requests 10] [--restart-only]
+    python -m eval.bench_first_request --catalog-dir DIR [--restarts 5]
 
 The first row is a restart: orchestrate on a data folder a server used before (catalog
 indexed, model exported), the start every deployment makes but its first.
+
+``--catalog-dir`` restarts a server several times on a data folder that already holds a
+large catalog, indexed, and times each: the port, ``/readyz`` ready, the first
+orchestrate request, a select request after it, the median of the next orchestrate
+requests, and the end of the background sync (``/readyz``'s ``catalog_sync``), then
+the p50 of each. The folder is one a server has served before (its index snapshot
+written), made with the product's own commands, e.g. for ToolBench's 47k APIs:
+
+    export TOOLGRAPH_DATA_DIR=.bench/tb47k
+    toolgraph catalog import ../shared/data/toolbench_stable/corpus.jsonl.gz
+    nice -n 10 toolgraph index build          # embeds every tool once (CPU: long)
+    python -m eval.bench_first_request --catalog-dir .bench/tb47k --restarts 1
 
 Prints, per mode and start: seconds until the port answered and until ``/readyz`` said
 ready, the first and tenth request's time and their ratio (the target: within 2x), and
@@ -169,6 +182,108 @@ def measure_restart(upstream_port: int, work: Path, n: int) -> Run:
     return measure("orchestrate", True, upstream_port, work, n, data_dir=folder)
 
 
+@dataclass
+class Restart:
+    """One restart on a folder that holds the catalog; seconds from process start."""
+
+    load: float  # the 1-minute load average when it started
+    port_s: float
+    ready_s: float
+    first_s: float  # the first orchestrate request's latency
+    select_s: float  # a select request's, sent next
+    rest_s: float  # median of the orchestrate requests after the first
+    synced_s: float  # when /readyz said the background sync was done
+    tools: str  # what the server's log said it served from the snapshot
+
+    def row(self, label: str) -> str:
+        return (
+            f"| {label} | {self.load:.1f} | {self.port_s:.1f} | {self.ready_s:.1f} | "
+            f"{self.ready_s - self.port_s:.1f} | {self.first_s * 1000:.0f} | "
+            f"{self.select_s * 1000:.0f} | {self.rest_s * 1000:.0f} | {self.synced_s:.1f} |"
+        )
+
+
+def measure_catalog(upstream_port: int, work: Path, data_dir: Path, n: int) -> Restart:
+    """A restart on ``data_dir``: a folder a server has served its catalog from before."""
+    load = os.getloadavg()[0]
+    port = free_port()
+    spec = toolgraph_spec(port, upstream_port, data_dir)
+    began = time.perf_counter()
+    with running(spec, os.environ, work) as service:
+        wait_ready(service)
+        port_s = time.perf_counter() - began
+        url = f"http://127.0.0.1:{port}"
+        ready_s = _wait_ready(url, began)
+        times = []
+        with httpx.Client(headers={"authorization": "Bearer sk-bench"}, timeout=600) as client:
+            for mode in ["orchestrate", "select", *["orchestrate"] * (n - 1)]:
+                sent = time.perf_counter()
+                response = client.post(f"{url}/v1/chat/completions", json=body(mode))
+                times.append(time.perf_counter() - sent)
+                if response.status_code != 200:
+                    raise SystemExit(f"{mode}: {response.status_code} {response.text[:300]}")
+        synced_s = _wait_synced(url, began)
+        served = _served_line(service.log_path.read_text(encoding="utf-8", errors="replace"))
+    rest = statistics.median(times[2:]) if n > 1 else float("nan")
+    return Restart(load, port_s, ready_s, times[0], times[1], rest, synced_s, served)
+
+
+def _wait_synced(url: str, began: float) -> float:
+    """When ``/readyz`` says the background sync is no longer running."""
+    while True:
+        background = httpx.get(f"{url}/readyz", timeout=30).json().get("background", {})
+        if background.get("catalog_sync", "off") != "running":
+            return time.perf_counter() - began
+        time.sleep(0.2)
+
+
+def _served_line(log: str) -> str:
+    """The log's account of how the catalog was first served."""
+    for line in log.splitlines():
+        if "catalog served from the index snapshot" in line or "catalog ready:" in line:
+            return line.split(" - ")[-1].strip()
+    return "no catalog line in the log"
+
+
+def catalog_report(
+    upstream_port: int, work: Path, data_dir: Path, args: argparse.Namespace
+) -> None:
+    load_before = os.getloadavg()
+    runs = [
+        measure_catalog(upstream_port, work, data_dir, args.requests) for _ in range(args.restarts)
+    ]
+    load_after = os.getloadavg()
+    print(f"data folder {data_dir}; {runs[0].tools}")
+    print(
+        "| restart | load | port open (s) | ready (s) | ready - port (s) | first orchestrate (ms) "
+        f"| select next (ms) | median orchestrate 2nd-{_ordinal(args.requests)} (ms) "
+        "| sync done (s) |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for number, run in enumerate(runs, 1):
+        print(run.row(str(number)))
+    fields = [f.name for f in Restart.__dataclass_fields__.values() if f.name != "tools"]
+    median = Restart(
+        **{name: statistics.median(getattr(run, name) for run in runs) for name in fields},
+        tools="",
+    )
+    print(median.row("p50"))
+    _print_load(load_before, load_after)
+
+
+def _restarts(work: Path, args: argparse.Namespace) -> None:
+    with fake_upstream(work) as upstream_port:
+        catalog_report(upstream_port, work, args.catalog_dir.resolve(), args)
+
+
+def _print_load(before: tuple[float, float, float], after: tuple[float, float, float]) -> None:
+    print(
+        f"\n{os.cpu_count()} CPUs; load average (1, 5, 15 min) before "
+        f"{', '.join(f'{x:.2f}' for x in before)}, after "
+        f"{', '.join(f'{x:.2f}' for x in after)}"
+    )
+
+
 def _wait_ready(url: str, began: float) -> float:
     while httpx.get(f"{url}/readyz", timeout=30).status_code != 200:
         time.sleep(0.05)
@@ -189,7 +304,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--restart-only", action="store_true", help="only the restart on a used data folder"
     )
+    parser.add_argument(
+        "--catalog-dir",
+        type=Path,
+        help="restart on this data folder (a large catalog indexed and served before) only",
+    )
+    parser.add_argument("--restarts", type=int, default=5, help="restarts with --catalog-dir")
     args = parser.parse_args(argv)
+    if args.catalog_dir is not None:
+        with tempfile.TemporaryDirectory(prefix="toolgraph-first-") as folder:
+            _restarts(Path(folder), args)
+        return 0
     load_before = os.getloadavg()
     runs = []
     with tempfile.TemporaryDirectory(prefix="toolgraph-first-") as folder:
@@ -210,11 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for run in runs:
         print(run.row())
-    print(
-        f"\n{os.cpu_count()} CPUs; load average (1, 5, 15 min) before "
-        f"{', '.join(f'{x:.2f}' for x in load_before)}, after "
-        f"{', '.join(f'{x:.2f}' for x in load_after)}"
-    )
+    _print_load(load_before, load_after)
     return 0
 
 

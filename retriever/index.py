@@ -46,12 +46,20 @@ class ToolIndex:
         lexical: bool = True,
         rrf_k: int = 60,
         dense_weight: float = 0.5,
+        bm25: BM25Index | None = None,
     ) -> None:
+        """``bm25``: the BM25 index of exactly these documents' texts, in this order,
+        built before (an index snapshot's); else it is built here when ``lexical``."""
         if len(documents) != len(vectors):
             raise ValueError(f"{len(documents)} documents but {len(vectors)} vectors")
+        if bm25 is not None and len(bm25) != len(documents):
+            raise ValueError(f"{len(documents)} documents but a BM25 index of {len(bm25)}")
         self.documents = list(documents)
         self.dense = DenseMatrix(vectors)
-        self.bm25 = BM25Index([doc.text for doc in documents]) if lexical else None
+        if not lexical:
+            self.bm25 = None
+        else:
+            self.bm25 = bm25 if bm25 is not None else BM25Index([doc.text for doc in documents])
         self._rrf_k = rrf_k
         # Fusion weights of the dense and BM25 rankings; 0.5 each is plain RRF.
         self._weights = (2 * dense_weight, 2 * (1 - dense_weight))

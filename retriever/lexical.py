@@ -7,11 +7,13 @@ Tokens are lower-case words of two or more characters, with identifiers split at
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import bm25s
 import numpy as np
 import numpy.typing as npt
+import orjson
 from bm25s.stopwords import STOPWORDS_EN
 
 _WORD = re.compile(r"[a-z0-9\u00c0-\uffff]{2,}")
@@ -24,6 +26,10 @@ def tokenize(text: str) -> list[str]:
     return [t for t in _WORD.findall(spaced.replace("_", " ")) if t not in _STOP]
 
 
+#: The arrays of bm25s's sparse score matrix (its own ``save`` writes the same three).
+_STATE_ARRAYS = ("data", "indices", "indptr")
+
+
 class BM25Index:
     def __init__(self, texts: Sequence[str], *, k1: float = 0.9, b: float = 0.4) -> None:
         self._size = len(texts)
@@ -32,6 +38,43 @@ class BM25Index:
         corpus = [tokenize(text) or ["\x00"] for text in texts]
         if corpus:
             self._model.index(corpus, show_progress=False)
+
+    def state(self) -> dict[str, npt.NDArray[Any]]:
+        """What :meth:`from_state` needs to give the same scores without tokenizing the
+        corpus again (7.6 s over 47k tool documents on a busy machine): bm25s's score
+        matrix, its vocabulary as JSON and the parameters."""
+        scores = getattr(self._model, "scores", None)
+        vocab: dict[str, int] = getattr(self._model, "vocab_dict", {})
+        params = {"k1": self._model.k1, "b": self._model.b, "size": self._size}
+        state = {
+            "vocab": np.frombuffer(orjson.dumps(vocab), dtype=np.uint8),
+            "params": np.frombuffer(orjson.dumps(params), dtype=np.uint8),
+        }
+        if scores is not None:
+            state.update({name: np.asarray(scores[name]) for name in _STATE_ARRAYS})
+        extra = getattr(self._model, "nonoccurrence_array", None)  # BM25L and BM25+ only
+        if extra is not None:
+            state["nonoccurrence"] = np.asarray(extra)
+        return state
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, npt.NDArray[Any]]) -> BM25Index:
+        """The index :meth:`state` was taken of; raises KeyError or ValueError on a
+        state that is not one."""
+        params = orjson.loads(state["params"].tobytes())
+        index = cls([], k1=float(params["k1"]), b=float(params["b"]))
+        index._size = int(params["size"])
+        if index._size:
+            # bm25s's own ``load`` sets these five and nothing else.
+            vocab = orjson.loads(state["vocab"].tobytes())
+            index._model.nonoccurrence_array = state.get("nonoccurrence")
+            index._model.vocab_dict = vocab
+            index._model.unique_token_ids_set = set(vocab.values())
+            index._model.scores = {
+                **{name: state[name] for name in _STATE_ARRAYS},
+                "num_docs": index._size,
+            }
+        return index
 
     def __len__(self) -> int:
         return self._size

@@ -34,6 +34,7 @@ class CatalogGate:
                 f"the gate was fitted on {gate.encoder}'s vectors, not {encoder.name}'s"
             )
         self.gate = gate
+        self.documents = list(documents)
         self._encoder = encoder
         known = {} if known is None else known
         missing = list(dict.fromkeys(d for d in documents if d not in known))

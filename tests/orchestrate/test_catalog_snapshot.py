@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 
 from graph_store.store import open_store
-from proxy.config import load_settings
-from proxy.orchestrate.catalog import CatalogService
+from proxy.config import Settings, load_settings
+from proxy.orchestrate.catalog import Catalog, CatalogService, StoredTools
 from proxy.select.service import SelectService
 from proxy.tools.catalog import builtin_tools
 
@@ -41,6 +41,7 @@ async def test_a_restart_serves_the_snapshot_first_and_the_sync_after(tmp_path: 
         served = await restart.get()
         assert {tool.name for tool in builtin_tools()} <= set(served.tools)
         assert "added_tool" not in served.tools  # it waits for the sync
+        assert not isinstance(served.tools, StoredTools)  # the store was read tool by tool
         assert served.memory is None
 
         await asyncio.wait_for(restart.synced.wait(), WAIT)
@@ -92,4 +93,67 @@ async def test_a_sync_that_changed_nothing_keeps_the_served_index(tmp_path: Path
     finally:
         await restart.settle()
         restart.close()
+        select.close()
+
+
+async def _restart(settings: Settings, select: SelectService) -> Catalog:
+    """The catalog a restart serves first, once its background sync has ended too."""
+    restart = CatalogService(settings, select)
+    restart.preload()
+    try:
+        await asyncio.wait_for(restart.served.wait(), WAIT)
+        served = await restart.get()
+        await asyncio.wait_for(restart.synced.wait(), WAIT)
+    finally:
+        await restart.settle()
+        restart.close()
+    return served
+
+
+async def test_a_restart_on_an_unwritten_store_reads_no_tool_before_serving(
+    tmp_path: Path,
+) -> None:
+    """The store's version is the snapshot's: every row is served as written, and a
+    tool's record is read when the executor first asks for it. A write in between sends
+    the next restart down the tool-by-tool path, and its sync writes a snapshot that
+    the restart after it serves whole again."""
+    settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0}, orchestrate={"gate": True})
+    select = SelectService(settings.retriever)
+    try:
+        first = CatalogService(settings, select)
+        loaded = await first.get()
+        first.close()
+
+        encoder = await select.encoder()  # the gate's encoder is its base: one counter
+        before = encoder.counts.texts
+        served = await _restart(settings, select)
+        assert encoder.counts.texts == before  # the gate's vectors came with the snapshot
+        assert isinstance(served.tools, StoredTools)
+        assert set(served.tools) == set(loaded.tools)
+        name = builtin_tools()[0].name
+        assert name in served.tools
+        assert served.tools[name] == loaded.tools[name]
+        assert "no_such_tool" not in served.tools
+        assert served.tools.get("no_such_tool") is None
+        index = served.planner.finder.index
+        assert index.bm25 is not None
+        assert len(index.bm25) == len(index)
+        assert served.gate is not None
+        assert loaded.gate is not None
+        assert served.gate.documents == loaded.gate.documents
+
+        added = builtin_tools()[0].model_copy(
+            update={"id": "added-tool", "name": "added_tool", "original_name": "added_tool"}
+        )
+        store = open_store(tmp_path, None)
+        store.upsert_tools([added])
+        store.close()
+        after_write = await _restart(settings, select)
+        assert not isinstance(after_write.tools, StoredTools)
+        assert "added_tool" not in after_write.tools
+
+        again = await _restart(settings, select)
+        assert isinstance(again.tools, StoredTools)
+        assert "added_tool" in again.tools
+    finally:
         select.close()
