@@ -119,8 +119,9 @@ def body(mode: str, fresh: int | None = None) -> dict[str, Any]:
     return request
 
 
-def toolgraph_spec(port: int, upstream_port: int, data_dir: Path) -> ServerSpec:
-    """``toolgraph serve`` with its defaults, as ``make run`` starts it."""
+def toolgraph_spec(port: int, upstream_port: int, data_dir: Path, code: Path = ROOT) -> ServerSpec:
+    """``toolgraph serve`` with its defaults, as ``make run`` starts it; ``code``: the
+    source tree it runs (another commit's, unpacked with ``git archive``)."""
     return ServerSpec(
         name=f"toolgraph-{port}",
         port=port,
@@ -128,7 +129,7 @@ def toolgraph_spec(port: int, upstream_port: int, data_dir: Path) -> ServerSpec:
         env={
             "TOOLGRAPH_UPSTREAM_BASE_URL": f"http://127.0.0.1:{upstream_port}/v1",
             "TOOLGRAPH_DATA_DIR": str(data_dir),
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": str(code),
         },
         unset=("TOOLGRAPH_",),
         health_path="/healthz",
@@ -203,11 +204,13 @@ class Restart:
         )
 
 
-def measure_catalog(upstream_port: int, work: Path, data_dir: Path, n: int) -> Restart:
+def measure_catalog(
+    upstream_port: int, work: Path, data_dir: Path, n: int, code: Path = ROOT
+) -> Restart:
     """A restart on ``data_dir``: a folder a server has served its catalog from before."""
     load = os.getloadavg()[0]
     port = free_port()
-    spec = toolgraph_spec(port, upstream_port, data_dir)
+    spec = toolgraph_spec(port, upstream_port, data_dir, code)
     began = time.perf_counter()
     with running(spec, os.environ, work) as service:
         wait_ready(service)
@@ -249,11 +252,13 @@ def catalog_report(
     upstream_port: int, work: Path, data_dir: Path, args: argparse.Namespace
 ) -> None:
     load_before = os.getloadavg()
+    code = args.code.resolve()
     runs = [
-        measure_catalog(upstream_port, work, data_dir, args.requests) for _ in range(args.restarts)
+        measure_catalog(upstream_port, work, data_dir, args.requests, code)
+        for _ in range(args.restarts)
     ]
     load_after = os.getloadavg()
-    print(f"data folder {data_dir}; {runs[0].tools}")
+    print(f"code {code}, data folder {data_dir}; {runs[0].tools}")
     print(
         "| restart | load | port open (s) | ready (s) | ready - port (s) | first orchestrate (ms) "
         f"| select next (ms) | median orchestrate 2nd-{_ordinal(args.requests)} (ms) "
@@ -310,6 +315,13 @@ def main(argv: list[str] | None = None) -> int:
         help="restart on this data folder (a large catalog indexed and served before) only",
     )
     parser.add_argument("--restarts", type=int, default=5, help="restarts with --catalog-dir")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        default=ROOT,
+        help="with --catalog-dir: the source tree served (default this one; another "
+        "commit's from `git archive`, to compare on the same folder)",
+    )
     args = parser.parse_args(argv)
     if args.catalog_dir is not None:
         with tempfile.TemporaryDirectory(prefix="toolgraph-first-") as folder:
