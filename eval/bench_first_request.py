@@ -243,8 +243,9 @@ def _wait_synced(url: str, began: float) -> float:
 def _served_line(log: str) -> str:
     """The log's account of how the catalog was first served."""
     for line in log.splitlines():
-        if "catalog served from the index snapshot" in line or "catalog ready:" in line:
-            return line.split(" - ")[-1].strip()
+        for said in ("catalog served from the index snapshot", "catalog ready:"):
+            if said in line:
+                return line[line.index(said) :].strip()
     return "no catalog line in the log"
 
 

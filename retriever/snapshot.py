@@ -23,7 +23,7 @@ import logging
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +44,14 @@ _BM25 = "bm25_"  # prefix of the BM25 index's arrays in the file
 
 @dataclass(frozen=True, slots=True)
 class GateVectors:
-    """The no-tool gate's view of the catalog: its documents, embedded by ``encoder``."""
+    """The no-tool gate's view of the catalog: its documents, embedded by ``encoder``,
+    and the content words of each document and of its name (empty: not kept)."""
 
     encoder: str
     documents: list[str]
     vectors: Vectors
+    words: list[frozenset[str]] = field(default_factory=list)
+    names: list[frozenset[str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ def save_snapshot(
         arrays["gate_encoder"] = _json_bytes(gate.encoder)
         arrays["gate_documents"] = _json_bytes(gate.documents)
         arrays["gate_vectors"] = gate.vectors
+        arrays["gate_words"] = _json_bytes([sorted(words) for words in gate.words])
+        arrays["gate_names"] = _json_bytes([sorted(words) for words in gate.names])
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.part.npz")
     np.savez(partial, **arrays)
@@ -113,6 +118,8 @@ def read_snapshot(path: Path) -> Snapshot | None:
                 orjson.loads(arrays["gate_encoder"].tobytes()),
                 orjson.loads(arrays["gate_documents"].tobytes()),
                 arrays["gate_vectors"],
+                _word_sets(arrays.get("gate_words")),
+                _word_sets(arrays.get("gate_names")),
             )
     except FileNotFoundError:
         return None
@@ -172,6 +179,10 @@ def load_snapshot(
         dense_weight=config.dense_weight,
         bm25=bm25,
     )
+
+
+def _word_sets(array: npt.NDArray[np.uint8] | None) -> list[frozenset[str]]:
+    return [] if array is None else [frozenset(row) for row in orjson.loads(array.tobytes())]
 
 
 def _json_bytes(value: object) -> npt.NDArray[np.uint8]:

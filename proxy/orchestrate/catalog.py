@@ -431,7 +431,10 @@ class CatalogService:
         gate = catalog.gate
         vectors = None
         if gate is not None:
-            vectors = GateVectors(gate.gate.encoder, gate.documents, gate.view.vectors)
+            view = gate.view
+            vectors = GateVectors(
+                gate.gate.encoder, gate.documents, view.vectors, list(view.words), list(view.names)
+            )
         key = snapshot_key(version, settings.retriever)
         try:
             save_snapshot(path, catalog.planner.finder.index, key=key, gate=vectors)
@@ -511,10 +514,13 @@ class CatalogService:
         # (the same loaded copy when it is the index's too).
         gate = load_gate()
         encoder = load_encoder(gate.encoder_config(self._settings.retriever))
+        words = None
         if known is not None and known.encoder == encoder.name:
             self._gate_vectors.update(zip(known.documents, known.vectors, strict=True))
+            if known.documents == documents:
+                words = (known.words, known.names)
         self._gate_vectors_from_disk(encoder, documents)
-        return CatalogGate(gate, remembering(encoder), documents, self._gate_vectors)
+        return CatalogGate(gate, remembering(encoder), documents, self._gate_vectors, words)
 
     def _gate_vectors_from_disk(self, encoder: Encoder, documents: list[str]) -> None:
         """The gate's vectors of tools this process has not seen, from the embeddings

@@ -141,6 +141,8 @@ async def test_a_restart_on_an_unwritten_store_reads_no_tool_before_serving(
         assert served.gate is not None
         assert loaded.gate is not None
         assert served.gate.documents == loaded.gate.documents
+        assert served.gate.view.words == loaded.gate.view.words
+        assert served.gate.view.names == loaded.gate.view.names
 
         added = builtin_tools()[0].model_copy(
             update={"id": "added-tool", "name": "added_tool", "original_name": "added_tool"}

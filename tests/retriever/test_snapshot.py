@@ -59,7 +59,13 @@ def test_a_snapshot_keeps_its_key_its_bm25_index_and_the_gate_vectors(tmp_path: 
     config = RetrieverConfig()
     index = _index(config)
     assert index.bm25 is not None
-    gate = GateVectors("gate-encoder", ["a tool", "another tool"], _unit_rows(2, seed=3))
+    gate = GateVectors(
+        "gate-encoder",
+        ["a_tool: finds things", "another_tool"],
+        _unit_rows(2, seed=3),
+        [frozenset({"tool", "finds", "things"}), frozenset({"another", "tool"})],
+        [frozenset({"tool"}), frozenset({"another", "tool"})],
+    )
     path = tmp_path / "snapshot.npz"
     key = snapshot_key("store-version-1", config)
     save_snapshot(path, index, key=key, gate=gate)
@@ -75,6 +81,8 @@ def test_a_snapshot_keeps_its_key_its_bm25_index_and_the_gate_vectors(tmp_path: 
     assert snapshot.gate.encoder == "gate-encoder"
     assert snapshot.gate.documents == gate.documents
     np.testing.assert_array_equal(snapshot.gate.vectors, gate.vectors)
+    assert snapshot.gate.words == gate.words
+    assert snapshot.gate.names == gate.names
 
     served = whole_index(snapshot, config)
     assert served.bm25 is not None
