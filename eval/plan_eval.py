@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from tqdm import tqdm
 
+from eval.plan_catalog import build_index, plan_finder
 from eval.plan_data import Dataset, Request, Tally, load_dataset, score_plan
 from eval.retrieval import parse_ks
 from graph_store.errors import InvalidItem
@@ -50,9 +51,8 @@ from retriever.config import RetrieverConfig
 
 if TYPE_CHECKING:
     from proxy.config import Planner, Settings
-    from proxy.plan.candidates import CandidateFinder, GraphMode, GraphWeights
+    from proxy.plan.candidates import CandidateFinder, GraphMode
     from retriever.embedder import Encoder, Vectors
-    from retriever.index import ToolIndex
 
 POLICIES = (
     "retrieval",
@@ -90,41 +90,6 @@ def score_gold_predecessors(
         tally.add(
             f"candidate_recall@{k}/dependent_gold_before", float(tool in {c.tool for c in offered})
         )
-
-
-def build_index(
-    data: Dataset, encoder: Encoder, *, cache_dir: Path | None, progress: bool
-) -> ToolIndex:
-    """The catalog's in-process index, document vectors cached on disk."""
-    from retriever.bulk import embed_documents
-    from retriever.catalog import catalog_documents
-    from retriever.index import ToolIndex
-
-    documents = catalog_documents(data.tools, RetrieverConfig())
-    vectors = embed_documents(
-        encoder, [d.text for d in documents], cache_dir=cache_dir, progress=progress,
-        label=f"embedding {len(documents)} tools",
-    )  # fmt: skip
-    return ToolIndex(documents, vectors)
-
-
-def plan_finder(
-    data: Dataset,
-    index: ToolIndex,
-    encoder: Encoder,
-    retriever: RetrieverConfig,
-    weights: GraphWeights | None,
-    mode: GraphMode,
-    keep: float,
-) -> CandidateFinder:
-    """The candidate finder as the proxy's planner builds it (proxy/orchestrate/catalog.py):
-    with ``retriever.clauses`` every search also reads a text's clauses, embedded through
-    the same in-process memory; every policy, the retrieval baseline too, searches so."""
-    from proxy.plan.candidates import CandidateFinder
-    from retriever.recent import remembering
-
-    clauses = remembering(encoder) if retriever.clauses else None
-    return CandidateFinder(data.store, index, weights, mode=mode, keep=keep, clauses=clauses)
 
 
 def evaluate(

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from eval.plan_catalog import plan_finder
 from eval.plan_data import Dataset, Request, Tally, f1, score_plan
-from eval.plan_eval import plan_finder
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
 from proxy.llm import Message, MeteredModel, UpstreamModel, metered

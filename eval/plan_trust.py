@@ -267,7 +267,7 @@ def score(
 
 def order_counts(datasets: Sequence[Dataset], encoder: Any, cache: Path) -> Counter[int]:
     """Held-out transitions A → B by the sign of (B's clause - A's clause) in the text."""
-    from eval.plan_eval import build_index
+    from eval.plan_catalog import build_index
     from proxy.plan.order import TextOrder
 
     counts: Counter[int] = Counter()
@@ -290,7 +290,7 @@ def plans(
     data: Dataset, trust: EdgeTrust, encoder: Any, cache: Path
 ) -> Iterator[tuple[Request, Plan]]:
     """The LLM-free policy's plan for each held-out request of ``data``."""
-    from eval.plan_eval import build_index
+    from eval.plan_catalog import build_index
     from proxy.plan.candidates import CandidateFinder
     from proxy.plan.policy import plan_without_llm
     from retriever.bulk import embed_documents
