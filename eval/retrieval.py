@@ -137,24 +137,25 @@ def evaluate(
     variants: Sequence[DocumentVariant] = VARIANTS,
     cache_dir: Path | None = None,
     progress: bool = True,
-    dense_weight: float = 0.5,
-    clauses: bool = False,
+    config: RetrieverConfig | None = None,
 ) -> dict[str, Scores]:
-    """Every method's scores; ``encoder=None`` runs BM25 alone. ``dense_weight`` is the
-    fusion's (``retriever.dense_weight``); with ``clauses`` a query's clauses are searched
-    too (``retriever.clauses``)."""
+    """Every method's scores; ``encoder=None`` runs BM25 alone. The index is built as the
+    proxy builds it from ``config`` (fusion, BM25; unset, the defaults); with
+    ``config.clauses`` a query's clauses are searched too."""
     from retriever.bulk import embed_documents
     from retriever.index import ToolIndex
 
+    config = config or RetrieverConfig()
     depth = max(ks)
     texts = [query.text for query in data.queries]
     results: dict[str, Scores] = {}
     enriched = [make_document(corpus_fields(row), "enriched") for row in data.corpus]
-    lexical = ToolIndex(enriched, np.zeros((len(enriched), 1), dtype=np.float32))
+    blank = np.zeros((len(enriched), 1), dtype=np.float32)
+    lexical = ToolIndex.from_config(enriched, blank, config)
     results["bm25"] = score_runs(_run(lexical, None, texts, data, depth, "bm25"), data, ks)
     if encoder is None:
         return results
-    query_vectors = _encode_queries(encoder, texts, clauses=clauses)
+    query_vectors = _encode_queries(encoder, texts, clauses=config.clauses)
     model = _slug(encoder.name)
     for variant in variants:
         documents = (
@@ -169,7 +170,7 @@ def evaluate(
             progress=progress,
             label=f"embedding {len(documents)} documents ({variant})",
         )
-        index = ToolIndex(documents, vectors, dense_weight=dense_weight)
+        index = ToolIndex.from_config(documents, vectors, config)
         for method in ("dense", "hybrid"):
             runs = _run(index, query_vectors, texts, data, depth, method)
             results[f"{method}-{model}-{variant}"] = score_runs(runs, data, ks)
@@ -287,8 +288,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         variants=variants,
         cache_dir=args.cache_dir or settings.data_dir / "embeddings",
         progress=not args.quiet,
-        dense_weight=settings.retriever.dense_weight,
-        clauses=settings.retriever.clauses,
+        config=settings.retriever,
     )
     print(
         f"{len(data.queries)} queries, {len(data.corpus)} documents, "

@@ -53,10 +53,4 @@ def load_index(catalog: QdrantCatalog, config: RetrieverConfig) -> ToolIndex:
     documents = [
         ToolDocument(p.tool_id, p.name, p.category, p.group, p.text, p.digest) for p in points
     ]
-    return ToolIndex(
-        documents,
-        vectors,
-        lexical=config.fusion,
-        rrf_k=config.rrf_k,
-        dense_weight=config.dense_weight,
-    )
+    return ToolIndex.from_config(documents, vectors, config)

@@ -67,6 +67,15 @@ class DenseMatrix:
             return float(self._matrix[row] @ query)
         return float(np.max(query @ self._matrix[row]))
 
+    def best_of(self, query: Vectors, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
+        """Exact cosine of each of ``rows`` with a normalised query, or with the best of
+        several query rows (a text and its clauses): a few hundred rows, not the matrix."""
+        queries = np.atleast_2d(query).astype(np.float32)
+        if not len(rows):
+            return np.zeros(0, dtype=np.float32)
+        best: npt.NDArray[np.float32] = (self._matrix[rows] @ queries.T).max(axis=1)
+        return best
+
     def _product(self, query: Vectors) -> npt.NDArray[np.float32]:
         scores: npt.NDArray[np.float32] = self._matrix @ query.astype(np.float32)
         return scores

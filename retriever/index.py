@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
+from retriever.config import FusionMethod, RetrieverConfig
 from retriever.dense import DenseMatrix, Mask, mask_for
 from retriever.documents import ToolDocument
 from retriever.embedder import Vectors
@@ -47,25 +49,57 @@ class ToolIndex:
         rrf_k: int = 60,
         dense_weight: float = 0.5,
         bm25: BM25Index | None = None,
+        bm25_k1: float = 0.9,
+        bm25_b: float = 0.4,
+        fusion: FusionMethod = "rrf",
     ) -> None:
         """``bm25``: the BM25 index of exactly these documents' texts, in this order,
-        built before (an index snapshot's); else it is built here when ``lexical``."""
+        built before (an index snapshot's) with ``bm25_k1`` and ``bm25_b``; else it is built
+        here when ``lexical``."""
         if len(documents) != len(vectors):
             raise ValueError(f"{len(documents)} documents but {len(vectors)} vectors")
         if bm25 is not None and len(bm25) != len(documents):
             raise ValueError(f"{len(documents)} documents but a BM25 index of {len(bm25)}")
         self.documents = list(documents)
         self.dense = DenseMatrix(vectors)
+        if bm25 is not None and (bm25.k1, bm25.b) != (bm25_k1, bm25_b):
+            bm25 = None  # built under other settings (an older snapshot's): built again
         if not lexical:
             self.bm25 = None
         else:
-            self.bm25 = bm25 if bm25 is not None else BM25Index([doc.text for doc in documents])
+            texts = [doc.text for doc in documents]
+            self.bm25 = bm25 if bm25 is not None else BM25Index(texts, k1=bm25_k1, b=bm25_b)
         self._rrf_k = rrf_k
         # Fusion weights of the dense and BM25 rankings; 0.5 each is plain RRF.
         self._weights = (2 * dense_weight, 2 * (1 - dense_weight))
+        self._dense_weight = dense_weight
+        self._fusion: FusionMethod = fusion
         self._categories = [doc.category for doc in documents]
         self._groups = [doc.group for doc in documents]
         self._masks: dict[tuple[str, str], Mask] = {}
+
+    @classmethod
+    def from_config(
+        cls,
+        documents: Sequence[ToolDocument],
+        vectors: Vectors,
+        config: RetrieverConfig,
+        *,
+        bm25: BM25Index | None = None,
+    ) -> ToolIndex:
+        """The index a request searches: fusion and BM25 as ``config`` sets them (the proxy's
+        catalog, its snapshot and ``toolgraph eval retrieval`` all build it here)."""
+        return cls(
+            documents,
+            vectors,
+            bm25=bm25,
+            lexical=config.fusion,
+            rrf_k=config.rrf_k,
+            dense_weight=config.dense_weight,
+            bm25_k1=config.bm25_k1,
+            bm25_b=config.bm25_b,
+            fusion=config.fusion_method,
+        )
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -87,6 +121,8 @@ class ToolIndex:
         dense = self._dense(query_vector, FUSION_DEPTH if method == "hybrid" else k, mask)
         if method == "dense" or self.bm25 is None:
             return self._hits(dense[:k])
+        if self._fusion == "scores":
+            return self._hits(self._fuse_scores(query_vector, dense, query_text, k, mask))
         lexical = self._lexical(query_text, FUSION_DEPTH, mask)
         rankings = [np.asarray([i for i, _ in dense], dtype=np.intp)]
         if lexical:
@@ -114,12 +150,42 @@ class ToolIndex:
             self._masks[key] = mask
         return self._masks[key]
 
-    def _lexical(self, text: str, k: int, mask: Mask | None) -> list[tuple[int, float]]:
+    def _fuse_scores(
+        self,
+        query: Vectors,
+        dense: Sequence[tuple[int, float]],
+        text: str,
+        k: int,
+        mask: Mask | None,
+    ) -> list[tuple[int, float]]:
+        """``w * cosine / best cosine + (1 - w) * BM25 / best BM25`` over the two rankings'
+        top :data:`FUSION_DEPTH`. Each candidate's cosine is exact (its best query row), BM25's
+        own hits included, so a tool BM25 ranks first still counts its similarity; ties by
+        row. Chosen over RRF leave-one-dataset-out (retriever/README.md, "Score fusion")."""
+        words = self._lexical_scores(text, mask)
+        found = [i for i in top_k(words, FUSION_DEPTH) if words[i] > 0]
+        rows = np.unique(np.asarray([i for i, _ in dense] + found, dtype=np.intp))
+        similarity = self.dense.best_of(query, rows)
+        top = float(similarity.max()) if len(rows) else 0.0
+        fused = self._dense_weight * similarity / max(top, 1e-6)
+        best_words = float(words.max()) if len(words) else 0.0
+        if best_words > 0:
+            fused = fused + (1 - self._dense_weight) * words[rows] / best_words
+        return [(int(rows[i]), float(fused[i])) for i in top_k(fused.astype(np.float32), k)]
+
+    def _lexical_scores(self, text: str, mask: Mask | None) -> npt.NDArray[np.float32]:
+        """BM25's score of every row (zero where ``mask`` drops it, or without BM25)."""
         if self.bm25 is None:
-            return []
+            return np.zeros(len(self.documents), dtype=np.float32)
         scores = self.bm25.scores(text)
         if mask is not None:
             scores = np.where(mask, scores, 0.0).astype(np.float32)
+        return scores
+
+    def _lexical(self, text: str, k: int, mask: Mask | None) -> list[tuple[int, float]]:
+        if self.bm25 is None:
+            return []
+        scores = self._lexical_scores(text, mask)
         return [(int(i), float(scores[i])) for i in top_k(scores, k) if scores[i] > 0]
 
     def _hits(self, ranked: Sequence[tuple[int, float]]) -> list[Hit]:

@@ -76,6 +76,14 @@ class BM25Index:
             }
         return index
 
+    @property
+    def k1(self) -> float:
+        return float(self._model.k1)
+
+    @property
+    def b(self) -> float:
+        return float(self._model.b)
+
     def __len__(self) -> int:
         return self._size
 

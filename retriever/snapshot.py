@@ -135,12 +135,10 @@ def read_snapshot(path: Path) -> Snapshot | None:
 
 def whole_index(snapshot: Snapshot, config: RetrieverConfig) -> ToolIndex:
     """Every row of ``snapshot``, its BM25 index read rather than built when it has one."""
-    return ToolIndex(
+    return ToolIndex.from_config(
         snapshot.documents,
         snapshot.vectors,
-        lexical=config.fusion,
-        rrf_k=config.rrf_k,
-        dense_weight=config.dense_weight,
+        config,
         bm25=_bm25(snapshot) if config.fusion else None,
     )
 
@@ -171,13 +169,8 @@ def load_snapshot(
     bm25 = None
     if config.fusion and snapshot.bm25 and order == list(range(len(snapshot.documents))):
         bm25 = _bm25(snapshot)  # every row, in order: the BM25 index holds as written
-    return ToolIndex(
-        [doc for doc, _ in taken],
-        snapshot.vectors[order],
-        lexical=config.fusion,
-        rrf_k=config.rrf_k,
-        dense_weight=config.dense_weight,
-        bm25=bm25,
+    return ToolIndex.from_config(
+        [doc for doc, _ in taken], snapshot.vectors[order], config, bm25=bm25
     )
 
 

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from eval.retrieval import load_beir, ndcg_at, recall_at
+from eval.retrieval import evaluate, load_beir, ndcg_at, recall_at
 from graph_store.store import open_store
 from proxy.cli import main
 from proxy.config import load_settings
+from retriever.config import RetrieverConfig
+from retriever.embedder import Encoder
 from tests.retriever.catalog import _TOOLS, catalog_tools
 
 QUERIES = {
@@ -79,6 +81,34 @@ def test_eval_retrieval_reports_every_method_and_group(
     report = capsys.readouterr().out
     assert "4 queries, 10 documents" in report
     assert "G2" in report
+
+
+def test_eval_retrieval_builds_its_index_from_the_retriever_settings(
+    beir: Path, encoder: Encoder
+) -> None:
+    # Without BM25 in the index (retriever.fusion false) the hybrid search is the dense
+    # one: the evaluation searches the index the proxy would build from these settings.
+    data = load_beir(beir)
+    alone = evaluate(
+        data,
+        encoder,
+        [1, 3],
+        variants=["enriched"],
+        progress=False,
+        config=RetrieverConfig(fusion=False),
+    )
+    fused = evaluate(
+        data,
+        encoder,
+        [1, 3],
+        variants=["enriched"],
+        progress=False,
+        config=RetrieverConfig(fusion_method="rrf", dense_weight=0.0),
+    )
+    model = "minilm-adapter" if "+adapter" in encoder.name else "minilm"
+    assert alone[f"hybrid-{model}-enriched"] == alone[f"dense-{model}-enriched"]
+    # All weight on BM25's ranking: the hybrid follows BM25 where it found anything.
+    assert fused[f"hybrid-{model}-enriched"]["all"]["recall@3"] < 100.0
 
 
 def test_eval_retrieval_refuses_bad_cut_offs(beir: Path) -> None:

@@ -268,3 +268,78 @@ def test_training_set_rows_become_enriched_documents() -> None:
     assert make_document(corpus_fields(zoo)).text == (
         "List keys (Datadog_API)\nList all API keys.\nParameters: page size (integer: Size of a page.)"
     )
+
+
+def _unit(*values: float) -> Vectors:
+    vector = np.asarray(values, dtype=np.float32)
+    normed: Vectors = vector / np.linalg.norm(vector)
+    return normed
+
+
+def _fusion_case(fusion: str) -> tuple[list[str], list[float]]:
+    """Three tools: ``close`` is the query's nearest (cosine 0.9) with no query word,
+    ``second`` is nearly as near (0.85) with one, ``words`` barely near (0.2) with both."""
+    texts = ["unrelated close match", "delta second match", "gamma delta words"]
+    names = ["close", "second", "words"]
+    documents = [
+        make_document(ToolFields(id=n, name=n, description=t))
+        for n, t in zip(names, texts, strict=True)
+    ]
+    vectors = np.stack(
+        [
+            _unit(0.9, np.sqrt(1 - 0.81), 0),
+            _unit(0.85, 0, np.sqrt(1 - 0.85**2)),
+            _unit(0.2, -np.sqrt(1 - 0.04), 0),
+        ]
+    )
+    config = RetrieverConfig(fusion_method=fusion)  # type: ignore[arg-type]
+    index = ToolIndex.from_config(documents, vectors, config)
+    hits = index.search(_unit(1, 0, 0), "gamma delta", 3)
+    return [hit.name for hit in hits], [hit.score for hit in hits]
+
+
+def test_score_fusion_weighs_how_near_a_tool_is_not_only_its_rank() -> None:
+    # RRF sees ranks only: "words" is third of three by meaning (cosine 0.2 against 0.9)
+    # but first for BM25, and passes "close". Score fusion reads the distance.
+    by_rank, _ = _fusion_case("rrf")
+    by_score, scores = _fusion_case("scores")
+    assert by_rank.index("words") < by_rank.index("close")
+    assert by_score[-1] == "words"
+    # close: 0.7 x 0.9 / 0.9 and no word; words: 0.7 x 0.2 / 0.9 + 0.3 x its BM25 / the best.
+    assert scores[by_score.index("close")] == pytest.approx(0.7)
+    assert scores[-1] == pytest.approx(0.7 * 0.2 / 0.9 + 0.3, abs=1e-5)
+
+
+def test_score_fusion_reads_the_similarity_of_a_tool_only_bm25_found() -> None:
+    # 150 tools nearer the query than the one BM25 finds: it is outside the dense top 100,
+    # and its cosine (0.5) still counts, exactly, as the evaluation computes it.
+    documents = [make_document(ToolFields(id=f"t{i}", name=f"filler{i}")) for i in range(150)]
+    documents.append(make_document(ToolFields(id="found", name="found", description="zebra")))
+    cosines = [0.9 - 0.002 * i for i in range(150)] + [0.5]
+    vectors = np.stack([_unit(c, np.sqrt(1 - c * c)) for c in cosines])
+    index = ToolIndex.from_config(documents, vectors, RetrieverConfig())
+    hits = {hit.id: hit.score for hit in index.search(_unit(1, 0), "zebra", 200)}
+    assert hits["found"] == pytest.approx(0.7 * 0.5 / 0.9 + 0.3, abs=1e-5)
+    assert hits["t0"] == pytest.approx(0.7)
+
+
+def test_the_index_takes_bm25_and_fusion_from_the_settings() -> None:
+    texts = ["weather forecast for a city", "weather", "stock prices and weather"]
+    documents = [
+        make_document(ToolFields(id=str(i), name="t", description=t)) for i, t in enumerate(texts)
+    ]
+    config = RetrieverConfig(bm25_k1=1.5, bm25_b=0.75)
+    index = ToolIndex.from_config(documents, np.eye(3, dtype=np.float32), config)
+    expected = BM25Index([d.text for d in documents], k1=1.5, b=0.75).scores("weather")
+    assert index.bm25 is not None
+    assert index.bm25.scores("weather").tolist() == expected.tolist()
+    assert (
+        index.bm25.scores("weather").tolist()
+        != BM25Index([d.text for d in documents]).scores("weather").tolist()
+    )
+    assert (
+        ToolIndex.from_config(
+            documents, np.eye(3, dtype=np.float32), RetrieverConfig(fusion=False)
+        ).bm25
+        is None
+    )
