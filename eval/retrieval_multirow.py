@@ -14,7 +14,10 @@ families measured against it, each with its settings chosen on training folds on
 * ``fusion``: RRF's constant, BM25's k1 and b and the dense weight.
 * ``prf``: pseudo-relevance feedback on the dense side: each query row moved towards
   the mean of the first pass's top ``m`` tools by ``alpha``, then searched again.
-* ``all``: the three together.
+* ``convex``: score fusion instead of RRF, ``c * cosine / best cosine + (1 - c) * BM25 /
+  best BM25`` over the two rankings' top ``FUSION_DEPTH`` (what ships, in
+  ``ToolIndex._fuse_scores``); ``convex+rows``: the same with multi-row documents.
+* ``all``: rows, fusion constants and feedback together, under RRF.
 
 For each held-out set, each family's setting is the one with the best mean NDCG@5 on
 the other seven sets (each scored with the adapter trained without it); the held-out
@@ -169,11 +172,16 @@ class Prepared:
 
 
 def prepare(
-    data: EvalSet, fields: list[ToolFields], matrix: Vectors | None, encoder: Encoder, cache: Path
+    data: EvalSet,
+    fields: list[ToolFields] | None,
+    matrix: Vectors | None,
+    encoder: Encoder,
+    cache: Path,
 ) -> Prepared:
+    """``fields`` None: no part rows (only ``rows="full"`` settings can be ranked)."""
     parts: dict[str, list[str]] = {p: [] for p in PARTS}
     owners: dict[str, list[int]] = {p: [] for p in PARTS}
-    for tool, one in enumerate(fields):
+    for tool, one in enumerate(fields or []):
         for part, texts in part_texts(one).items():
             parts[part] += texts
             owners[part] += [tool] * len(texts)
@@ -215,13 +223,16 @@ def tool_scores(prep: Prepared, queries: Vectors, rows: str) -> Vectors:
             continue
         # Rows are built tool by tool, so each tool's rows are one run of columns.
         tools, starts = np.unique(owner, return_index=True)
-        best[:, tools] = np.maximum.reduceat(queries @ vectors.T, starts, axis=1)
+        part_best = np.maximum.reduceat(queries @ vectors.T, starts, axis=1)
+        best[:, tools] = np.maximum(best[:, tools], part_best)
     if rule == "max":
-        return np.maximum(full, best)
+        combined: Vectors = np.maximum(full, best)
+        return combined
     weight = float(rule.split("@")[1])
     # A tool without the part keeps its full score.
     best = np.where(np.isfinite(best), best, full)
-    return (1 - weight) * full + weight * best
+    mixed: Vectors = ((1 - weight) * full + weight * best).astype(np.float32)
+    return mixed
 
 
 def dense_scores(prep: Prepared, setting: Setting) -> Vectors:
@@ -404,6 +415,86 @@ def lodo(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+#: What the unseen sets are scored with: the old default, the shipped setting (the score
+#: fusion family's choice on all eight training sets) and the RRF-tuning family's choice.
+UNSEEN = {
+    "default before (RRF 0.8, k 60, BM25 0.9/0.4)": DEFAULT,
+    "fusion family's choice (RRF 0.6, k 10, BM25 1.5/0.75)": Setting(
+        rrf_k=10, k1=1.5, b=0.75, dense_weight=0.6
+    ),
+    "score fusion 0.7, BM25 1.5/0.75 (shipped)": Setting(convex=0.7, k1=1.5, b=0.75, norm="top"),
+}
+
+
+def unseen(args: argparse.Namespace) -> dict[str, Any]:
+    """BM25 (before and after) and :data:`UNSEEN` on each unseen set, with the shipped
+    adapter; these sets choose nothing."""
+    from eval.retrieval_learned import from_beir
+    from retriever.adapter import LINEAR_ADAPTER, Adapter, load_adapter
+
+    encoder = load_encoder(RetrieverConfig(device="cpu", adapter=False))
+    adapter = load_adapter(LINEAR_ADAPTER)
+    assert isinstance(adapter, Adapter)
+    out: dict[str, Any] = {}
+    for folder in args.unseen_sets:
+        data = from_beir(folder, encoder, args.unseen_cache, sample=args.sample)
+        prep = prepare(data, None, adapter.matrix, encoder, args.unseen_cache)
+        results: dict[str, Any] = {}
+        for k1, b in ((0.9, 0.4), (1.5, 0.75)):
+            tops = bm25_tops(prep, k1, b)
+            results[f"bm25 ({k1}/{b})"] = metrics(
+                data, [[int(i) for i in row if i >= 0] for row in tops]
+            )
+        for name, setting in UNSEEN.items():
+            results[name] = metrics(data, rank(prep, setting))
+        results["documents"] = {"count": len(data.doc_ids), "corpus": data.corpus_size}
+        out[data.name] = results
+        print(data.name, json.dumps(results), flush=True)
+    return out
+
+
+#: The families drawn, in order, with the names the README's table gives them.
+DRAWN = {
+    "rows": "(a) multi-row documents",
+    "fusion": "(b) RRF k, BM25 k1/b, weight",
+    "prf": "(c) dense PRF",
+    "all": "(a)+(b)+(c) together",
+    "convex": "(c) score fusion (shipped)",
+    "convex+rows": "(c) score fusion + (a)",
+}
+
+
+def plot(report: dict[str, Any], out: Path) -> None:
+    """NDCG@5 per held-out set: BM25, the old default and each family's held-out figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(report["baseline"])
+    bars: dict[str, list[float]] = {
+        "BM25": [report["baseline"][n]["bm25"]["ndcg@5"] for n in names],
+        "default before": [report["baseline"][n]["default"]["ndcg@5"] for n in names],
+    }
+    for family, label in DRAWN.items():
+        if family in report["families"]:
+            folds = report["families"][family]["folds"]
+            bars[label] = [folds[n]["ndcg@5"] for n in names]
+    figure, axes = plt.subplots(figsize=(12, 4.5))
+    width = 0.8 / len(bars)
+    xs = np.arange(len(names))
+    for number, (label, values) in enumerate(bars.items()):
+        axes.bar(xs + (number - len(bars) / 2 + 0.5) * width, values, width, label=label)
+    axes.set_xticks(xs, names, fontsize=8)
+    axes.set_ylabel("NDCG@5 (%), held out")
+    axes.set_title("Leave-one-dataset-out: each family's setting chosen on the other seven sets")
+    axes.set_ylim(0, 112)
+    axes.legend(fontsize=7, ncol=4, loc="upper center")
+    figure.tight_layout()
+    figure.savefig(out, dpi=110)
+    plt.close(figure)
+
+
 def _rows_of(label: str) -> str:
     return label.split(" ")[0]
 
@@ -427,16 +518,29 @@ def main() -> None:
     parser.add_argument("--sets", default=",".join(TRAIN_SETS))
     parser.add_argument("--json", type=Path, default=Path("eval/results/retrieval_multirow.json"))
     parser.add_argument("--lodo", action="store_true")
-    parser.add_argument("--families", default="rows,rrf_k,bm25,fusion,prf")
+    parser.add_argument("--families", default="rows,rrf_k,bm25,fusion,prf,convex,convex+rows")
     parser.add_argument("--no-joint", action="store_true", help="skip the joint grid")
     parser.add_argument(
         "--plot", type=Path, nargs="?", const=Path("retriever/retrieval_multirow.png")
     )
+    parser.add_argument("--unseen", action="store_true")
+    parser.add_argument("--sample", action="store_true", help="see eval.retrieval_learned")
+    parser.add_argument("--unseen-sets", type=Path, nargs="*", default=[])
+    parser.add_argument("--unseen-cache", type=Path, default=Path(".cache/retriever/embeddings"))
+    parser.add_argument("--merge", type=Path, nargs="*", default=[], help="more --lodo files")
     args = parser.parse_args()
+    report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
+    for path in args.merge:
+        report["families"].update(json.loads(path.read_text())["families"])
     if args.lodo:
-        report = lodo(args)
+        report.update(lodo(args))
+    if args.unseen:
+        report.setdefault("unseen", {}).update(unseen(args))
+    if args.lodo or args.unseen or args.merge:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")
+    if args.plot:
+        plot(report, args.plot)
 
 
 if __name__ == "__main__":

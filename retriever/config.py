@@ -110,7 +110,7 @@ class RetrieverConfig(BaseModel):
         "rankings' top 100) scores dense_weight x its cosine / the best cosine + the rest x its "
         "BM25 / the best BM25; `rrf`: reciprocal rank fusion of the two rankings. `scores` won "
         "leave-one-dataset-out over the training sets, +2.5 NDCG@5 held out on the mean "
-        "(retriever/README.md, Score fusion).",
+        "(retriever/README.md, issue 13 item 1, third pass).",
     )
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion's constant (`fusion_method: rrf`)."

@@ -1,4 +1,6 @@
-"""BM25 over tool documents (bm25s's sparse scores; k1=0.9, b=0.4 as Pyserini's default).
+"""BM25 over tool documents (bm25s's sparse scores). The class defaults are Pyserini's
+(k1=0.9, b=0.4); the index takes ``retriever.bm25_k1``/``bm25_b`` (1.5, 0.75, chosen with
+the score fusion leave-one-dataset-out, retriever/README.md).
 
 Tokens are lower-case words of two or more characters, with identifiers split at
 ``_``, ``-`` and camelCase, and English stop words dropped.
