@@ -343,3 +343,20 @@ def test_the_index_takes_bm25_and_fusion_from_the_settings() -> None:
         ).bm25
         is None
     )
+
+
+def test_a_bm25_index_built_under_other_settings_is_built_again() -> None:
+    # An index snapshot written before BM25's k1/b changed holds a BM25 index of the old
+    # settings; serving it would rank by settings nobody chose.
+    texts = ["weather forecast for a city", "weather", "stock prices and weather"]
+    documents = [
+        make_document(ToolFields(id=str(i), name="t", description=t)) for i, t in enumerate(texts)
+    ]
+    stale = BM25Index([d.text for d in documents], k1=0.9, b=0.4)
+    vectors = np.eye(3, dtype=np.float32)
+    index = ToolIndex.from_config(documents, vectors, RetrieverConfig(), bm25=stale)
+    assert index.bm25 is not stale
+    assert index.bm25 is not None
+    assert (index.bm25.k1, index.bm25.b) == (1.5, 0.75)
+    same = RetrieverConfig(bm25_k1=0.9, bm25_b=0.4)
+    assert ToolIndex.from_config(documents, vectors, same, bm25=stale).bm25 is stale

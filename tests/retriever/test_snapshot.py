@@ -36,13 +36,7 @@ def _unit_rows(count: int, seed: int = 7) -> Vectors:
 
 def _index(config: RetrieverConfig) -> ToolIndex:
     documents = catalog_documents(catalog_tools(), config)
-    return ToolIndex(
-        documents,
-        _unit_rows(len(documents)),
-        lexical=config.fusion,
-        rrf_k=config.rrf_k,
-        dense_weight=config.dense_weight,
-    )
+    return ToolIndex.from_config(documents, _unit_rows(len(documents)), config)
 
 
 def test_a_bm25_index_from_its_state_scores_as_the_one_built() -> None:
@@ -108,7 +102,7 @@ def test_a_snapshot_of_other_rows_builds_bm25_over_the_rows_kept(tmp_path: Path)
     assert partial is not None
     assert partial.bm25 is not None
     assert len(partial) == len(partial.bm25) == len(kept)
-    rebuilt = BM25Index([doc.text for doc in kept])
+    rebuilt = BM25Index([doc.text for doc in kept], k1=config.bm25_k1, b=config.bm25_b)
     for query in QUERIES:
         np.testing.assert_array_equal(partial.bm25.scores(query), rebuilt.scores(query))
 
