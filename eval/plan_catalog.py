@@ -18,19 +18,26 @@ if TYPE_CHECKING:
 
 
 def build_index(
-    data: Dataset, encoder: Encoder, *, cache_dir: Path | None, progress: bool
+    data: Dataset,
+    encoder: Encoder,
+    *,
+    cache_dir: Path | None,
+    progress: bool,
+    config: RetrieverConfig | None = None,
 ) -> ToolIndex:
-    """The catalog's in-process index, document vectors cached on disk."""
+    """The catalog's in-process index as the proxy builds it from ``config`` (documents,
+    fusion, BM25; the shipped defaults when None), document vectors cached on disk."""
     from retriever.bulk import embed_documents
     from retriever.catalog import catalog_documents
     from retriever.index import ToolIndex
 
-    documents = catalog_documents(data.tools, RetrieverConfig())
+    config = config or RetrieverConfig()
+    documents = catalog_documents(data.tools, config)
     vectors = embed_documents(
         encoder, [d.text for d in documents], cache_dir=cache_dir, progress=progress,
         label=f"embedding {len(documents)} tools",
     )  # fmt: skip
-    return ToolIndex(documents, vectors)
+    return ToolIndex.from_config(documents, vectors, config)
 
 
 def plan_finder(

@@ -109,7 +109,7 @@ def evaluate(
     from proxy.plan.policy import plan_without_llm
     from retriever.bulk import embed_documents
 
-    index = build_index(data, encoder, cache_dir=cache_dir, progress=progress)
+    index = build_index(data, encoder, cache_dir=cache_dir, progress=progress, config=retriever)
     texts = sorted({t.text for r in data.requests for t in r.subtasks})
     matrix = embed_documents(
         encoder, texts, cache_dir=cache_dir, progress=progress, label="embedding sub-tasks"
@@ -230,7 +230,13 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
     for policy in [p for p in policies if p in LLM_POLICIES]:
         from eval.plan_llm import evaluate_llm
 
-        index = build_index(data, encoder, cache_dir=args.cache_dir, progress=not args.quiet)
+        index = build_index(
+            data,
+            encoder,
+            cache_dir=args.cache_dir,
+            progress=not args.quiet,
+            config=settings.retriever,
+        )
         results[policy] = asyncio.run(
             evaluate_llm(
                 data,
