@@ -45,16 +45,16 @@ def speed(
     vectors: Vectors,
     texts: list[str],
     timed: Timer,
-    dense_weight: float,
+    config: RetrieverConfig,
 ) -> dict[str, Any]:
     """Latency of each path and each search, interleaved in one process."""
     out: dict[str, Any] = {"load_average_1m_at_start": round(os.getloadavg()[0], 2)}
     encoders = {name: load_encoder(config) for name, config in PATHS.items()}
     for name, encoder in encoders.items():
         out[f"embed_query_batch1_{name}"] = timed([partial(encoder.encode, [t]) for t in texts])
-    exact = ToolIndex(documents, vectors, dense_weight=dense_weight)
+    exact = ToolIndex.from_config(documents, vectors, config)
     exact.dense = type(exact.dense)(vectors, compress=False)
-    compressed = ToolIndex(documents, vectors, dense_weight=dense_weight)
+    compressed = ToolIndex.from_config(documents, vectors, config)
     query_vectors = encoders["onnx-fp32"].encode(texts)
     pairs = list(zip(texts, query_vectors, strict=True))
     for label, index in (("exact", exact), ("int8", compressed)):
@@ -96,7 +96,7 @@ def quality(
     cached = DiskCache(cache_dir, base.name.split("+")[0]).vectors
     kept = [d for d in documents if text_key(d.text) in cached]
     doc_vectors = embed_documents(base, [d.text for d in kept], cache_dir=cache_dir)
-    index = ToolIndex(kept, doc_vectors, dense_weight=0.8)
+    index = ToolIndex.from_config(kept, doc_vectors, RetrieverConfig())
     ids = {d.id for d in kept}
     queries = [q for q in data.queries if set(data.qrels[q.id]) <= ids][:limit]
     out: dict[str, Any] = {"documents": len(kept), "queries": len(queries)}

@@ -145,7 +145,7 @@ def run_speed(
         "random_vectors_for_missing_documents": filled,
         "threads": 1,
     }
-    results.update(speed(documents, vectors, texts, timed, dense_weight=0.8))
+    results.update(speed(documents, vectors, texts, timed, RetrieverConfig()))
     results["quality"] = quality(data, documents, args.cache_dir, args.quality_queries)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=2) + "\n")
