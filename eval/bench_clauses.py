@@ -104,7 +104,7 @@ def measure_catalog(requests: int) -> tuple[dict[Arm, list[float]], dict[Arm, in
     documents = [make_document(corpus_fields(row), config.document) for row in data.corpus]
     vectors = np.random.default_rng(0).standard_normal((len(documents), 384), np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = ToolIndex(documents, vectors, rrf_k=config.rrf_k, dense_weight=config.dense_weight)
+    index = ToolIndex.from_config(documents, vectors, config)
     encoder = remembering(load_encoder(config))
     finders = {
         on: CandidateFinder(InProcessStore(), index, clauses=encoder if on else None)

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from eval._bench_speed import PATHS
 from eval.retrieval import load_beir
 from retriever.clauses import query_rows
+from retriever.config import RetrieverConfig
 from retriever.dense import DenseMatrix
 from retriever.documents import corpus_fields, make_document
 from retriever.embedder import Vectors, load_encoder
@@ -45,7 +46,7 @@ def main() -> None:
     documents = [make_document(corpus_fields(row), "enriched") for row in data.corpus]
     vectors = np.random.default_rng(0).standard_normal((len(documents), 384), np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = ToolIndex(documents, vectors, dense_weight=0.8)
+    index = ToolIndex.from_config(documents, vectors, RetrieverConfig())
     if args.rows:
         compare_rows(index.dense, [q.text for q in data.queries[: args.queries]])
         return
