@@ -152,6 +152,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     OnnxEncoder(bundled_model_path(), "mean", "fp32", ONNX_DIR, query_precision=query_precision)
 
 
+#: The query precisions a ranking must survive: int8 kernels differ by CPU instruction set
+#: (VNNI or not), so a ranking that holds under both int8 and fp32 does not hang on a
+#: near-tie that another machine's int8 kernel could flip.
+QUERY_PRECISIONS = ("int8", "fp32")
+
+
+@pytest.fixture(scope="session", params=QUERY_PRECISIONS)
+def query_precision(request: pytest.FixtureRequest) -> str:
+    """The query encoder's precision; a test that takes it runs under each of
+    :data:`QUERY_PRECISIONS`."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def onnx_dir() -> Iterator[Path]:
     """One folder of ONNX exports for every session of this checkout, the CLI's

@@ -34,8 +34,8 @@ REQUESTS = [
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    return load_encoder(RetrieverConfig(device="cpu"))
+def encoder(query_precision: str) -> Encoder:
+    return load_encoder(RetrieverConfig(device="cpu", onnx_query_precision=query_precision))
 
 
 @pytest.fixture(scope="module")

@@ -95,8 +95,8 @@ def write_taskbench(folder: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def encoder() -> Encoder:
-    return load_encoder(RetrieverConfig(device="cpu"))
+def encoder(query_precision: str) -> Encoder:
+    return load_encoder(RetrieverConfig(device="cpu", onnx_query_precision=query_precision))
 
 
 @pytest.fixture(scope="session")

@@ -91,15 +91,17 @@ def test_order_counts_only_between_sub_tasks_that_share_a_text(
 def test_a_three_step_chain_follows_the_text_though_retrieval_ranks_its_last_tool_first(
     dataset: Dataset, index: ToolIndex, encoder: Encoder
 ) -> None:
-    """Three sub-tasks on one text; retrieval's first tool is named in the middle and its
-    third first, so the right plan starts from retrieval's third choice."""
+    """Three sub-tasks on one text whose first step retrieval ranks last, so the right plan
+    starts from retrieval's third choice. Retrieval's first two are nearly tied and swap
+    between CPUs' int8 kernels; the test holds for either order."""
     text = "Find flights to Paris, then book a seat on the flight, then send an sms to Bob"
     subtasks = chain(text, 3)
     vectors = {t.id: encoder.encode([text])[0] for t in subtasks}
     finder = CandidateFinder(dataset.store, index, mode="rerank", trust=EdgeTrust(BLIND, 1.0))
     order = TextOrder(encoder, index, 3.0)
     ranked = [c.tool for c in finder.retrieve(text, vectors["s1"], 3)]
-    assert ranked == ["book_flight", "send_sms", "flight_search"]
+    assert sorted(ranked[:2]) == ["book_flight", "send_sms"]
+    assert ranked[2] == "flight_search"
     plan = plan_without_llm(finder, subtasks, vectors, 5, width=3, order=order)
     assert [plan.choices[t.id] for t in subtasks] == ["flight_search", "book_flight", "send_sms"]
     greedy = plan_without_llm(finder, subtasks, vectors, 5, width=1, order=order)

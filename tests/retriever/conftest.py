@@ -9,5 +9,5 @@ from retriever.embedder import Encoder, load_encoder
 
 
 @pytest.fixture(scope="session")
-def encoder() -> Encoder:
-    return load_encoder(RetrieverConfig(device="cpu"))
+def encoder(query_precision: str) -> Encoder:
+    return load_encoder(RetrieverConfig(device="cpu", onnx_query_precision=query_precision))

@@ -17,13 +17,16 @@ from retriever.finetune.adapter import AdapterSettings, save_adapter, train_adap
 from retriever.finetune.data import EmbeddedSet
 
 
-def test_the_default_encoder_is_the_bundled_adapter_on_minilm(encoder: Encoder) -> None:
+def test_the_default_encoder_is_the_bundled_adapter_on_minilm(
+    encoder: Encoder, query_precision: str
+) -> None:
     assert isinstance(encoder, AdaptedEncoder)
     assert encoder.adapter.digest == load_adapter(BUNDLED_ADAPTER).digest
     assert encoder.adapter.base_model == encoder.base.name
     assert encoder.name.startswith(encoder.base.name + "+adapter-")
     assert BUNDLED_ADAPTER.stat().st_size < 2_000_000
-    bare = load_encoder(RetrieverConfig(device="cpu", adapter=False))
+    bare_config = RetrieverConfig(device="cpu", adapter=False, onnx_query_precision=query_precision)
+    bare = load_encoder(bare_config)
     assert bare is encoder.base
     text = ["book a table for two tonight"]
     assert np.allclose(encoder.encode(text), encoder.adapter.apply(bare.encode(text)))

@@ -30,8 +30,9 @@ from tests.orchestrate.test_builtin_search import REQUESTS
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Encoder:
-    return load_encoder(gate_encoder_config(RetrieverConfig(device="cpu")))
+def encoder(query_precision: str) -> Encoder:
+    config = gate_encoder_config(RetrieverConfig(device="cpu"))
+    return load_encoder(config.model_copy(update={"onnx_query_precision": query_precision}))
 
 
 @pytest.fixture(scope="module")
