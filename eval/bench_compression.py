@@ -34,12 +34,13 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from eval.data_folder import dataset
 from graph_store.models import Provenance, Tool
 from proxy.execute.compress import Compressor, select_fields, serialize
 from proxy.execute.fields import RuleFieldChooser
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
+CORPUS = dataset("toolbench_stable", "corpus.jsonl.gz")
 RESULTS = ROOT / "eval" / "results"
 MAX_DEPTH = 8
 _TEMPLATE_VALUES: dict[str, JsonValue] = {

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import QdrantClient
 
-from eval._bench_speed import plot, quality, speed
+from eval.data_folder import dataset
 from eval.retrieval import BeirSet, load_beir, ndcg_at
 from retriever.batching import BatchingEmbedder
 from retriever.bulk import cached_vectors, embed_documents
@@ -131,31 +131,9 @@ def end_to_end(encoder: Encoder, index: ToolIndex, text: str, method: Method) ->
     return index.search(encoder.encode([text])[0], text, 10, method=method)
 
 
-def run_speed(
-    args: argparse.Namespace,
-    data: BeirSet,
-    documents: list[ToolDocument],
-    vectors: Vectors,
-    filled: int,
-) -> None:
-    texts = [q.text for q in data.queries][: args.queries]
-    results: dict[str, Any] = {
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, shared with other engineers",
-        "catalog": f"{len(documents)} tools x {vectors.shape[1]}",
-        "random_vectors_for_missing_documents": filled,
-        "threads": 1,
-    }
-    results.update(speed(documents, vectors, texts, timed, RetrieverConfig()))
-    results["quality"] = quality(data, documents, args.cache_dir, args.quality_queries)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(results, indent=2) + "\n")
-    plot(results, args.plot)
-    print(json.dumps(results, indent=2))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, default=Path("../shared/data/toolbench_stable"))
+    parser.add_argument("--corpus", type=Path, default=dataset("toolbench_stable"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/retriever/embeddings"))
     parser.add_argument("--json", type=Path, default=Path("eval/results/retriever_latency.json"))
     parser.add_argument("--queries", type=int, default=300, help="queries timed per figure")
@@ -167,16 +145,6 @@ def main() -> None:
     )
     parser.add_argument(
         "--follow-up-only", action="store_true", help="measure the follow-up queries only"
-    )
-    parser.add_argument(
-        "--speed",
-        action="store_true",
-        help="issue 15's before/after only: torch against onnxruntime, exact against int8 "
-        "search, recall and NDCG@5 of each (eval/_bench_speed.py)",
-    )
-    parser.add_argument("--plot", type=Path, default=Path("retriever/speed.png"))
-    parser.add_argument(
-        "--quality-queries", type=int, default=None, help="first N queries for NDCG (--speed)"
     )
     args = parser.parse_args()
 
@@ -190,9 +158,6 @@ def main() -> None:
         print(follow_up)
         return
     vectors, filled = document_vectors(encoder, documents, args.cache_dir, args.fill_missing)
-    if args.speed:
-        run_speed(args, data, documents, vectors, filled)
-        return
     index = ToolIndex(documents, vectors)
     texts = [q.text for q in data.queries][: args.queries]
     query_vectors = encoder.encode(texts[:64])

@@ -1,4 +1,4 @@
-"""The graph_store figures of issue 3, on ../shared/data/toolbench_stable.
+"""The graph store's figures on toolbench_stable (the folder :mod:`eval.data_folder` names).
 
     python -m eval.graph_store_bench import      # import the 47k-API corpus: seconds, peak RSS
     python -m eval.graph_store_bench graph       # edges from 600 call paths + schema rules,
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from eval.arcadedb_server import ArcadeDBServer
+from eval.data_folder import dataset
 from graph_store.edges.build import build_graph
 from graph_store.ingest.catalog import import_paths
 from graph_store.ingest.toolbench import toolbench_name
@@ -32,7 +33,7 @@ from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore, graph_stats, neighbors
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data" / "toolbench_stable"
+DATA = dataset("toolbench_stable")
 CORPUS = DATA / "corpus.jsonl.gz"
 CALLS = DATA / "trajectories_gpt35_cot" / "call_sequences.jsonl"
 QUERIES = DATA / "queries.jsonl"

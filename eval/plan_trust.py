@@ -44,6 +44,7 @@ from typing import Any
 from pydantic import JsonValue
 from tqdm import tqdm
 
+from eval.data_folder import dataset
 from eval.plan_data import Dataset, Request, Tally, score_plan
 from graph_store.edges.schema_deps import schema_edges
 from graph_store.memory import InProcessStore
@@ -310,7 +311,7 @@ def plans(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/train"),
+    parser.add_argument("--data", type=Path, default=dataset("train"),
                         help="callnavi/, api_bank/, tooltalk/ and bfcl/ are read")  # fmt: skip
     parser.add_argument("--out", type=Path, default=DEFAULT_PATH)
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/embeddings"))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from eval.data_folder import dataset
 from eval.retrieval import ndcg_at, recall_at
 from retriever.config import DEFAULT_ONNX_DIR
 from retriever.embedder import bundled_model_path
@@ -88,7 +89,7 @@ def score_set(data: TrainingSet, graphs: dict[str, OnnxEncoder]) -> dict[str, An
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--train", type=Path, default=Path("../shared/data/train"))
+    parser.add_argument("--train", type=Path, default=dataset("train"))
     parser.add_argument("--sets", default=",".join(DEFAULT_SETS))
     parser.add_argument("--max-queries", type=int, default=300)
     parser.add_argument("--json", type=Path, default=Path("eval/results/query_precision.json"))

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from eval.data_folder import dataset
 from eval.retrieval import load_beir
 from eval.retrieval_learned import WEIGHTS, EvalSet, score
 from retriever.adapter import FINETUNED_LAYERS, LINEAR_ADAPTER, Adapter, load_adapter
@@ -264,7 +265,7 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=Path, default=Path("../shared/data/train"))
+    parser.add_argument("--train", type=Path, default=dataset("train"))
     parser.add_argument("--json", type=Path, default=Path("eval/results/retrieval_finetuned.json"))
     parser.add_argument("--folds", action="store_true")
     parser.add_argument("--final", action="store_true")
@@ -287,7 +288,7 @@ def main() -> None:
         "--unseen-sets",
         type=Path,
         nargs="*",
-        default=[Path("../shared/data/toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
     )
     parser.add_argument(
         "--distractors",

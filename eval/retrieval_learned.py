@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from eval.data_folder import dataset
 from eval.retrieval import load_beir, ndcg_at, recall_at
 from retriever.adapter import Adapter
 from retriever.bulk import DiskCache, embed_documents, text_key
@@ -251,12 +252,12 @@ def _apply_microseconds(matrix: Vectors) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=Path, default=Path("../shared/data/train"))
+    parser.add_argument("--train", type=Path, default=dataset("train"))
     parser.add_argument(
         "--unseen-sets",
         type=Path,
         nargs="*",
-        default=[Path("../shared/data/toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
     )
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/retriever/embeddings"))
     parser.add_argument(

@@ -10,7 +10,7 @@ The rule was chosen leave-one-dataset-out over the eight training sets, each hel
 fold choosing the same one (cut at sentence ends and at ", and", "and also", "and then",
 "as well as"; the best cosine, not a fusion of rankings): held-out NDCG@5 66.1 → 66.8;
 then scored once on the unseen sets, toolbench_stable's sample 55.6 → 59.7 and
-Seal-Tools 68.9 → 86.5 (``python -m eval.retrieval_clauses``, retriever/README.md).
+Seal-Tools 68.9 → 86.5 (the study's script, ``eval/retrieval_clauses.py``, is in git history).
 """
 
 from __future__ import annotations

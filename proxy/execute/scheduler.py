@@ -12,8 +12,8 @@ call waiting for one holds none of the others: by one limit per client and host
 (``max_per_client``), by one limit per host (``max_per_host``) and by one limit
 for the process; the :class:`Scheduler` that holds them lives as long as the app.
 The per-client limit keeps one client's expensive calls from delaying another's
-cheap ones. Measured with the built-in tools (``python -m eval.sandbox_fairness``,
-default limits: 4 slots for ``local``, 10 s sandbox timeout, a two-core machine):
+cheap ones. Measured with the built-in tools (``eval/sandbox_fairness.py``, in git
+history; default limits: 4 slots for ``local``, 10 s sandbox timeout, a two-core machine):
 one client's 8 calls of ``factorial(10**8)`` and 4 integrals of
 ``(a+b+c+d+x)**300`` (each runs until its timeout or memory cap) held all four
 slots, and another client's ``2*pi*50`` waited 30.3 s for them; with 2 slots per

@@ -165,7 +165,7 @@ def main() -> None:
     from retriever.finetune.data import TRAIN_SETS, load_set
 
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/train"))
+    parser.add_argument("--data", type=Path, required=True, help="the train/ folder")
     parser.add_argument("--out", type=Path, default=BUNDLED_ADAPTER)
     parser.add_argument("--sets", default=",".join(TRAIN_SETS), help="comma-separated")
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/retriever/train_embeddings"))

@@ -12,23 +12,23 @@ from pathlib import Path
 
 import pytest
 
+from eval.data_folder import data_folder
 from graph_store.memory import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore
 from tests.conftest import unavailable
 
 IN_CI = os.environ.get("CI") == "true"
-REPO = Path(__file__).resolve().parents[2]
-SHARED_DATA = REPO.parent / "shared" / "data"
 FIXTURES = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` beside the repository."""
-    if not (SHARED_DATA / "toolbench_stable").is_dir():
-        unavailable(f"the shared data sets are not at {SHARED_DATA}")
-    return SHARED_DATA
+    """The evaluations' data folder (``EVAL_DATA``, else ``../shared/data``)."""
+    folder = data_folder()
+    if not (folder / "toolbench_stable").is_dir():
+        unavailable(f"the shared data sets are not at {folder} (set EVAL_DATA)")
+    return folder
 
 
 @pytest.fixture(scope="session")
