@@ -144,7 +144,11 @@ def one_request(client: openai.OpenAI, base: str, stream: bool) -> dict[str, Any
         )
         headers = raw.headers
     wall = time.perf_counter() - started
-    trace = httpx.get(f"{base}/v1/toolgraph/traces/{headers['x-toolgraph-trace-id']}", timeout=30)
+    trace = httpx.get(
+        f"{base}/v1/toolgraph/traces/{headers['x-toolgraph-trace-id']}",
+        headers={"authorization": f"Bearer {client.api_key}"},  # the trace is its tenant's
+        timeout=30,
+    )
     calls = trace.json()["calls"]
     timings = trace.json()["timings"]
     return {

@@ -245,6 +245,9 @@ class FakeUpstream:
                 self.stored_responses[f"resp_fake{number:06d}"] = content
             await send(writer, 200, content, "application/json", script.headers)
             return True
+        if request.get("store") is not False:  # a streamed response is kept as well
+            content = fake_responses.response(request, answer.completion(), number)
+            self.stored_responses[f"resp_fake{number:06d}"] = content
         events = fake_responses.events(request, answer.events(), number)
         return await self._send_events(reader, writer, script, (event for event in events))
 

@@ -8,6 +8,8 @@ import uuid
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from proxy.tenancy import ANONYMOUS
+
 _VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 current_request_id: ContextVar[str] = ContextVar("toolgraph_request_id", default="-")
@@ -26,7 +28,8 @@ class RequestContext:
     mode: str = "none"
     model: str = ""  # the model's metrics label (Target.label), never the client's own name
     upstream_seconds: float = 0.0
-    client_key: str | None = None
+    client_key: str | None = None  # the client's own bearer, forwarded to a keyless upstream
+    tenant: str = ANONYMOUS  # whose records this request reads and leaves (proxy.tenancy)
 
     @classmethod
     def start(cls, incoming_id: str | None) -> RequestContext:

@@ -78,8 +78,9 @@ class KeyValue(Protocol):
 
     async def delete(self, key: str) -> None: ...
 
-    async def newest(self, limit: int) -> list[tuple[str, bytes]]:
-        """Up to ``limit`` live entries (key, value) of this use, the latest written first."""
+    async def newest(self, limit: int, prefix: str = "") -> list[tuple[str, bytes]]:
+        """Up to ``limit`` live entries (key, value) of this use whose keys start with
+        ``prefix``, the latest written first."""
         ...
 
 
@@ -119,13 +120,13 @@ class MemoryKeyValue:
     async def delete(self, key: str) -> None:
         self._items.pop(key, None)
 
-    async def newest(self, limit: int) -> list[tuple[str, bytes]]:
+    async def newest(self, limit: int, prefix: str = "") -> list[tuple[str, bytes]]:
         now = time.monotonic()
         found: list[tuple[str, bytes]] = []
         for key, (expires, value) in reversed(self._items.items()):
             if len(found) >= limit:
                 break
-            if expires > now:
+            if expires > now and key.startswith(prefix):
                 found.append((key, value))
         return found
 
@@ -196,8 +197,9 @@ class RedisKeyValue:
             both.zrem(self._index, key)
             await _reached(both.execute())
 
-    async def newest(self, limit: int) -> list[tuple[str, bytes]]:
-        # the index keeps an expired key until room is made: page on past the dead ones
+    async def newest(self, limit: int, prefix: str = "") -> list[tuple[str, bytes]]:
+        # the index keeps an expired key until room is made, and other prefixes' keys:
+        # page on past them (a use holds at most max_items, so the walk is bounded)
         found: list[tuple[str, bytes]] = []
         start = 0
         while len(found) < limit:
@@ -206,7 +208,8 @@ class RedisKeyValue:
             if not members:
                 break
             keys = [_as_bytes(m).decode() for m in members if isinstance(m, bytes | str)]
-            values = await _reached(self._redis.mget([PREFIX + k for k in keys]))
+            keys = [key for key in keys if key.startswith(prefix)]
+            values = await _reached(self._redis.mget([PREFIX + k for k in keys])) if keys else []
             found += [(k, _as_bytes(v)) for k, v in zip(keys, values, strict=True) if v is not None]
             start += limit
         return found[:limit]

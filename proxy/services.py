@@ -59,6 +59,7 @@ from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.service import ResponsesService
 from proxy.responses_api.store import ResponseStore
 from proxy.select.service import SelectService
+from proxy.tenancy.callers import Authenticator
 from proxy.tools.catalog import builtin_tools
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
@@ -85,7 +86,7 @@ class AppServices:
     mcp_registry: McpRegistry | None  # the same, for MCP servers
     mcp_endpoint: McpEndpoint  # /mcp: the catalog for MCP clients
     readiness: Readiness
-    master_key: bytes | None
+    authenticator: Authenticator  # client keys: who a request is
     admin_key: bytes | None
 
 
@@ -155,10 +156,11 @@ async def open_services(
         catalog.preload()
         stack.push_async_callback(catalog.settle)  # before the stores close under it
     log.info(startup_line(settings, _catalog_state(settings)))
+    authenticator = Authenticator(_key_bytes(settings.master_key))
     endpoint = McpEndpoint(
         CatalogTools(catalog, executor),
         RequestTools(orchestrator, settings),
-        _key_bytes(settings.master_key),
+        authenticator,
         settings.secrets(),
     )
     await stack.enter_async_context(endpoint.run())
@@ -181,7 +183,7 @@ async def open_services(
         readiness=Readiness(
             _checks(settings, redis, session, catalog, mcp), {"catalog_sync": lambda: catalog.sync}
         ),
-        master_key=_key_bytes(settings.master_key),
+        authenticator=authenticator,
         admin_key=_key_bytes(settings.admin_key),
     )
 

@@ -40,6 +40,7 @@ _PLACES = {
     "proxy.masking": "core",
     "proxy.protocol": "core",
     "proxy.upstream": "core",
+    "proxy.tenancy": "core",
     "proxy.plan": "engine",
     "proxy.execute": "engine",
     "proxy.tools": "engine",

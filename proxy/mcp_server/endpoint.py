@@ -16,7 +16,6 @@ through the connection's app at request time.
 from __future__ import annotations
 
 import contextlib
-import hmac
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,10 +27,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import HTTPConnection, Request
 from starlette.types import Receive, Scope, Send
 
+from proxy.context import RequestContext
 from proxy.errors import AuthenticationFailed, ToolgraphError
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
 from proxy.responses import error_response
+from proxy.tenancy.callers import Authenticator
 
 INSTRUCTIONS = (
     "toolgraph's tool catalog: call search_tools with what you need to find the tools "
@@ -46,10 +47,10 @@ class McpEndpoint:
         self,
         tools: CatalogTools,
         requests: RequestTools,
-        master_key: bytes | None,
+        authenticator: Authenticator,
         secrets: list[str],
     ) -> None:
-        self._master_key = master_key
+        self._authenticator = authenticator
         self._secrets = secrets
         server = _server(tools, requests)
         self._manager = StreamableHTTPSessionManager(
@@ -65,22 +66,15 @@ class McpEndpoint:
             yield
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        problem = self._refusal(HTTPConnection(scope))
-        if problem is not None:
-            await error_response(problem, self._secrets)(scope, receive, send)
+        connection = HTTPConnection(scope)
+        try:
+            caller = await self._authenticator.caller(connection.headers.get("authorization", ""))
+        except AuthenticationFailed as exc:
+            await error_response(exc, self._secrets)(scope, receive, send)
             return
+        context: RequestContext = connection.state.context
+        context.client_key, context.tenant = caller.forwarded_key, caller.tenant
         await self._manager.asgi_app(scope, receive, send)
-
-    def _refusal(self, connection: HTTPConnection) -> AuthenticationFailed | None:
-        if self._master_key is None:
-            return None
-        scheme, _, token = connection.headers.get("authorization", "").partition(" ")
-        token = token.strip() if scheme.lower() == "bearer" else ""
-        if not token:
-            return AuthenticationFailed("Send the API key as 'Authorization: Bearer YOUR_KEY'.")
-        if not hmac.compare_digest(token.encode(), self._master_key):
-            return AuthenticationFailed("Incorrect API key provided.")
-        return None
 
 
 def _server(tools: CatalogTools, requests: RequestTools) -> MCPServer:
@@ -100,7 +94,7 @@ def _server(tools: CatalogTools, requests: RequestTools) -> MCPServer:
         "the tool chosen for each and why, and the calls with their dependencies."
     )
     async def plan(ctx: Context, request: str, model: str | None = None) -> str:
-        return json.dumps(await _translated(requests.plan(request, model, _key_of(ctx))))
+        return json.dumps(await _translated(requests.plan(request, model, _caller_of(ctx))))
 
     @server.tool(
         description="Run a request: plan it over the catalog, run the tools (in parallel where "
@@ -111,20 +105,21 @@ def _server(tools: CatalogTools, requests: RequestTools) -> MCPServer:
     async def run(
         ctx: Context, request: str, model: str | None = None, idempotency_key: str | None = None
     ) -> str:
-        work = requests.run(request, model, idempotency_key, _key_of(ctx))
+        work = requests.run(request, model, idempotency_key, _caller_of(ctx))
         return json.dumps(await _translated(work))
 
     return server
 
 
-def _key_of(ctx: Context) -> str | None:
-    """The bearer key the client sent (/v1 keeps it the same way: it scopes traces and
-    replays, and goes upstream when the route has no key of its own)."""
+def _caller_of(ctx: Context) -> RequestContext:
+    """The HTTP request's context, as :meth:`McpEndpoint.__call__` authenticated it: its
+    tenant scopes the run's trace and replays, as on ``/v1``, and its key goes upstream
+    when the route has no key of its own."""
     request = ctx.request_context.request
-    if not isinstance(request, Request):
-        return None
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() or None if scheme.lower() == "bearer" else None
+    if not isinstance(request, Request):  # not over HTTP: no client to speak of
+        return RequestContext(request_id="-")
+    context: RequestContext = request.state.context
+    return context
 
 
 async def _translated(work: Any) -> Any:

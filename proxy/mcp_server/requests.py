@@ -36,10 +36,10 @@ class RequestTools:
         self._model = routed[0] if routed else settings.upstream_model
 
     async def plan(
-        self, text: str, model: str | None = None, client_key: str | None = None
+        self, text: str, model: str | None = None, caller: RequestContext | None = None
     ) -> dict[str, JsonValue]:
         """The plan for ``text``, nothing run."""
-        call = self._call(text, model, None, client_key)
+        call = self._call(text, model, None, caller)
         turn = self._orchestrator.start(call.request, call.body, call.context)
         plan, tool_plan = await self._orchestrator.pipeline.plan_only(turn)
         return {
@@ -52,11 +52,12 @@ class RequestTools:
         text: str,
         model: str | None = None,
         idempotency_key: str | None = None,
-        client_key: str | None = None,
+        caller: RequestContext | None = None,
     ) -> dict[str, JsonValue]:
-        """``text`` orchestrated: the answer and the trace id it can be read back by."""
+        """``text`` orchestrated: the answer and the trace id it can be read back by (by
+        ``caller``'s tenant alone, as on ``/v1``)."""
         try:
-            reply = await self._mode.complete(self._call(text, model, idempotency_key, client_key))
+            reply = await self._mode.complete(self._call(text, model, idempotency_key, caller))
         except ToolgraphError as exc:  # the client reads the trace to see what ran
             if trace := exc.headers.get(TRACE_HEADER):
                 exc.message = f"{exc.message} (trace {trace})"
@@ -70,7 +71,7 @@ class RequestTools:
         return {"answer": answer, "trace_id": trace_id}
 
     def _call(
-        self, text: str, model: str | None, key: str | None, client_key: str | None
+        self, text: str, model: str | None, key: str | None, caller: RequestContext | None
     ) -> ChatCall:
         name = model or self._model
         if not name:
@@ -84,6 +85,7 @@ class RequestTools:
             raise InvalidRequest(str(exc.errors()[0]["msg"]), param="request") from None
         context = RequestContext.start(None)
         context.mode = "orchestrate"
-        context.client_key = client_key
+        if caller is not None:  # who the HTTP request was (McpEndpoint authenticated it)
+            context.client_key, context.tenant = caller.client_key, caller.tenant
         raw = json.dumps(body).encode()
         return ChatCall(request, body, raw, context, idempotency_key=key)

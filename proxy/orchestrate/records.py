@@ -134,7 +134,7 @@ class TurnRecords:
         # header went out before planning, so only the trace has the whole of it.
         turn.timings["own"] = round(turn.context.overhead(), 6)
         try:
-            await self.traces.put(turn.trace_id, turn_trace(turn, self._secrets))
+            await self.traces.put(turn.client, turn.trace_id, turn_trace(turn, self._secrets))
         except (StoreUnavailable, StoreFull) as exc:  # down, or a trace over its bound
             self._lost.lose("a trace", exc)
         except Exception:  # a bug; still, a lost trace must not fail the request

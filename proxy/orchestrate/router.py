@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import Response
 
 from proxy.auth import authenticate
+from proxy.context import RequestContext
 from proxy.errors import NotFound
 from proxy.orchestrate.traces import TraceFilter, trace_summary
 from proxy.responses import JSONResponse
@@ -31,19 +32,21 @@ async def list_traces(
     tool: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
     min_seconds: Annotated[float | None, Query(ge=0)] = None,
 ) -> JSONResponse:
-    """Summaries of the latest traces, newest first; with a filter, the ones among the
-    latest ``SCAN`` that pass it."""
+    """Summaries of the client's latest traces, newest first; with a filter, the ones
+    among its latest ``SCAN`` that pass it."""
     wanted = TraceFilter(outcome, tool, min_seconds)
     unfiltered = wanted == TraceFilter()
-    traces = await services_of(request).orchestrator.traces.newest(limit if unfiltered else SCAN)
+    store = services_of(request).orchestrator.traces
+    traces = await store.newest(_tenant(request), limit if unfiltered else SCAN)
     summaries = [s for s in map(trace_summary, traces) if wanted.keeps(s)]
     return JSONResponse({"object": "list", "data": summaries[:limit]})
 
 
 @router.get("/v1/toolgraph/traces/{trace_id}")
 async def get_trace(trace_id: str, request: Request) -> Response:
-    orchestrator = services_of(request).orchestrator
-    trace = await orchestrator.traces.get(trace_id) if _TRACE_ID.fullmatch(trace_id) else None
+    store = services_of(request).orchestrator.traces
+    found = _TRACE_ID.fullmatch(trace_id)
+    trace = await store.get(_tenant(request), trace_id) if found else None
     if trace is None:
         raise NotFound(
             f"no trace {trace_id!r}: it expired, its request is still running, or the id is "
@@ -52,3 +55,9 @@ async def get_trace(trace_id: str, request: Request) -> Response:
             code="trace_not_found",
         )
     return Response(trace, media_type="application/json")
+
+
+def _tenant(request: Request) -> str:
+    """Whose traces a request reads (``authenticate`` has set it)."""
+    context: RequestContext = request.state.context
+    return context.tenant

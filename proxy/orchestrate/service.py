@@ -25,7 +25,7 @@ from proxy.orchestrate.joiner import WholeAnswer
 from proxy.orchestrate.pipeline import Pipeline
 from proxy.orchestrate.records import Stores, TurnRecords
 from proxy.orchestrate.stream import TurnStream
-from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn, client_scope
+from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn
 from proxy.protocol.base import dump_json
 from proxy.protocol.chat import ChatCompletion, ChatCompletionRequest
 from proxy.upstream import ModelRouter, Reply, Upstreams
@@ -81,7 +81,7 @@ class Orchestrator:
             context,
             target,
             self._upstreams.for_target(target),
-            client=client_scope(context.client_key),
+            client=context.tenant,
         )
 
     async def claim(self, turn: Turn, key: str, raw: bytes) -> Claim | Stored:

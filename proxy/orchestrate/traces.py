@@ -8,7 +8,9 @@ answer's kind, the summed usage and each upstream call's tokens (``upstream_usag
 what the call was for — decompose, pick, arguments, fields, answer… — and its counts).
 It is derived from the typed :class:`Turn` when it is saved; nothing reads it to
 decide what to do. Secrets the proxy knows (upstream keys, tool credentials) are
-masked in the whole record before it is stored.
+masked in the whole record before it is stored. A trace is kept under its request's
+tenant (:mod:`proxy.tenancy`) and read and listed under it alone: another tenant's
+id reads as unknown.
 """
 
 from __future__ import annotations
@@ -36,21 +38,26 @@ class TraceStore:
         self._ttl = ttl
         self._secrets = tuple(secrets)
 
-    async def put(self, trace_id: str, trace: dict[str, JsonValue]) -> None:
+    async def put(self, tenant: str, trace_id: str, trace: dict[str, JsonValue]) -> None:
         text = json_codec.dumps(trace, default=str).decode()
-        await self._store.put(f"trace:{trace_id}", redact(text, self._secrets).encode(), self._ttl)
+        value = redact(text, self._secrets).encode()
+        await self._store.put(_key(tenant, trace_id), value, self._ttl)
 
-    async def get(self, trace_id: str) -> bytes | None:
-        return await self._store.get(f"trace:{trace_id}")
+    async def get(self, tenant: str, trace_id: str) -> bytes | None:
+        return await self._store.get(_key(tenant, trace_id))
 
-    async def newest(self, limit: int) -> list[dict[str, JsonValue]]:
-        """Up to ``limit`` kept traces, the latest first (a store holds nothing else)."""
+    async def newest(self, tenant: str, limit: int) -> list[dict[str, JsonValue]]:
+        """Up to ``limit`` of ``tenant``'s kept traces, the latest first."""
         found = []
-        for _, raw in await self._store.newest(limit):
+        for _, raw in await self._store.newest(limit, _key(tenant, "")):
             trace = json_codec.loads(raw)
             if isinstance(trace, dict):
                 found.append(trace)
         return found
+
+
+def _key(tenant: str, trace_id: str) -> str:
+    return f"trace:{tenant}:{trace_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ trace back to decide what to do next.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -82,7 +81,7 @@ class Turn:
     context: RequestContext
     target: Target
     upstream: Upstream
-    client: str  # a hash of the client's key: scopes replays and reused results
+    client: str  # the client's tenant (proxy.tenancy): scopes its records and slots
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     completion_id: str = field(default_factory=lambda: f"chatcmpl-tg{uuid.uuid4().hex[:24]}")
     created: int = field(default_factory=lambda: int(time.time()))
@@ -140,8 +139,3 @@ def conversation_text(messages: list[JsonValue]) -> str:
 
 def dicts(messages: list[JsonValue]) -> list[Mapping[str, JsonValue]]:
     return [m for m in messages if isinstance(m, dict)]
-
-
-def client_scope(key: str | None) -> str:
-    """What scopes a client's replays and reused results: a hash of its key."""
-    return hashlib.sha256((key or "").encode()).hexdigest()[:32]

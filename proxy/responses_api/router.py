@@ -22,7 +22,6 @@ from proxy.errors import InvalidRequest
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.responses import respond
 from proxy.responses_api.items import parse_query
-from proxy.responses_api.store import scope_of
 from proxy.services import services_of
 
 
@@ -37,7 +36,7 @@ async def create_response(request: Request) -> Response:
         body = decode(raw, header, limits)
     else:  # off the loop: see proxy.protocol.body
         body = await asyncio.to_thread(decode, raw, header, limits)
-    scope = scope_of(context.client_key)
+    scope = context.tenant
     key = request.headers.get(IDEMPOTENCY_KEY)
     async with cancelled_on_disconnect(request.receive):
         answer = await services.responses.create(body, raw, context, scope, key)
@@ -47,7 +46,7 @@ async def create_response(request: Request) -> Response:
 async def get_response(request: Request) -> Response:
     await authenticate(request)
     context: RequestContext = request.state.context
-    scope = scope_of(context.client_key)
+    scope = context.tenant
     response_id = request.path_params["response_id"]
     return respond(await services_of(request).responses.retrieve(scope, response_id, context))
 
@@ -55,7 +54,7 @@ async def get_response(request: Request) -> Response:
 async def list_input_items(request: Request) -> Response:
     await authenticate(request)
     context: RequestContext = request.state.context
-    scope = scope_of(context.client_key)
+    scope = context.tenant
     response_id = request.path_params["response_id"]
     query = parse_query(request.query_params)
     service = services_of(request).responses
@@ -66,7 +65,7 @@ async def list_input_items(request: Request) -> Response:
 async def delete_response(request: Request) -> Response:
     await authenticate(request)
     context: RequestContext = request.state.context
-    scope = scope_of(context.client_key)
+    scope = context.tenant
     response_id = request.path_params["response_id"]
     return respond(await services_of(request).responses.delete(scope, response_id, context))
 

@@ -42,6 +42,7 @@ from proxy.protocol.translation import (
 )
 from proxy.responses_api.items import ItemQuery, Items, page, request_items
 from proxy.responses_api.native import NativeResponses
+from proxy.responses_api.owners import owned
 from proxy.responses_api.store import ResponseStore, Stored, not_found
 from proxy.upstream import Reply
 
@@ -62,19 +63,27 @@ class ResponsesService:
         mode = head.resolve_mode(self._modes.default)  # decided here, and only here
         context.mode = mode
         if mode == "passthrough" and await self.native.speaks(head, context):
-            return await self.native.relay(head, body, raw, context)
+            await self._check_previous(scope, body.get("previous_response_id"))
+            return await owned(await self.native.relay(head, body, raw, context), scope, self.store)
         if len(raw) <= ON_LOOP_BYTES:
             request = parse_responses_request(body)
         else:  # pydantic holds the GIL for a whole validation: off the loop
             request = await asyncio.to_thread(parse_responses_request, body)
         return await self.translate(request, mode, context, scope, key)
 
+    async def _check_previous(self, scope: str, response_id: object) -> None:
+        """A relayed request continues only a response of its own tenant (the upstream
+        would continue any it keeps): else the 400 a translated one gets."""
+        if not isinstance(response_id, str) or await self.store.owns(scope, response_id):
+            return  # a malformed one is the upstream's to refuse
+        await self.store.previous(scope, response_id)  # toolgraph's own, or the 400
+
     async def retrieve(self, scope: str, response_id: str, context: RequestContext) -> Reply:
         """A stored response: toolgraph's own, else the upstream's (native)."""
         found = await self.store.find(scope, response_id)
         if found is not None:
             return Reply(json_codec.dumps(found.response))
-        return await self._upstreams("GET", response_id, context)
+        return await self._upstreams("GET", scope, response_id, context)
 
     async def input_items(
         self,
@@ -89,19 +98,25 @@ class ResponsesService:
         found = await self.store.find(scope, response_id)
         if found is None:
             suffix = "/input_items" + (f"?{raw_query}" if raw_query else "")
-            return await self._upstreams("GET", response_id, context, suffix)
+            return await self._upstreams("GET", scope, response_id, context, suffix)
         return Reply(json_codec.dumps(page(found.items, query).model_dump(mode="json")))
 
     async def delete(self, scope: str, response_id: str, context: RequestContext) -> Reply:
         """Forget a stored response: toolgraph's own, else the upstream's (native)."""
         if await self.store.find(scope, response_id) is None:
-            return await self._upstreams("DELETE", response_id, context)
+            deleted = await self._upstreams("DELETE", scope, response_id, context)
+            await self.store.disown(response_id)
+            return deleted
         await self.store.delete(response_id)
         return Reply(json_codec.dumps(DeletedResponse(id=response_id).model_dump(mode="json")))
 
     async def _upstreams(
-        self, method: str, response_id: str, context: RequestContext, suffix: str = ""
+        self, method: str, scope: str, response_id: str, context: RequestContext, suffix: str = ""
     ) -> Reply:
+        """The upstream's answer about one of ``scope``'s relayed responses; another
+        tenant's, or one toolgraph never relayed, is unknown."""
+        if not await self.store.owns(scope, response_id):
+            raise not_found(response_id)
         relayed = await self.native.stored(method, response_id, context, suffix)
         if relayed is None:
             raise not_found(response_id)

@@ -3,16 +3,17 @@
 Each entry is one response with the conversation up to it, as chat messages (so
 that a follow-up is one read, however long the chain) and as the Responses items
 its input was (what ``input_items`` lists: :mod:`proxy.responses_api.items`), under
-the hash of the key
-of the client that made it: another client's id reads as unknown, never as
-forbidden, so ids cannot be probed. Kept in the app's :mod:`proxy.kv` store
+the tenant of the client that made it (:mod:`proxy.tenancy`): another client's id
+reads as unknown, never as forbidden, so ids cannot be probed. A response an
+upstream made and keeps itself (relayed, :mod:`proxy.responses_api.native`) leaves
+only its owner here (:meth:`ResponseStore.own`), so that it is read, listed,
+continued and deleted under the same rule. Kept in the app's :mod:`proxy.kv` store
 (Redis when configured) as its own use, ``responses``, within
 ``responses.max_stored`` and ``responses.store_ttl``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -80,15 +81,28 @@ class ResponseStore:
     async def delete(self, response_id: str) -> None:
         await self._kv.delete(_key(response_id))
 
+    async def own(self, scope: str, response_id: str) -> None:
+        """Note that the upstream's stored response ``response_id`` is ``scope``'s."""
+        try:
+            await self._kv.put(_relayed_key(response_id), scope.encode(), self._ttl)
+        except StoreFull as exc:
+            log.warning("owner of response %s not kept: %s", response_id, exc.message)
+
+    async def owns(self, scope: str, response_id: str) -> bool:
+        """Whether the upstream's stored response ``response_id`` is ``scope``'s."""
+        return await self._kv.get(_relayed_key(response_id)) == scope.encode()
+
+    async def disown(self, response_id: str) -> None:
+        await self._kv.delete(_relayed_key(response_id))
+
 
 def _key(response_id: str) -> str:
     return f"response:{response_id}"
 
 
+def _relayed_key(response_id: str) -> str:
+    return f"relayed:{response_id}"
+
+
 def not_found(response_id: str) -> NotFound:
     return NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
-
-
-def scope_of(client_key: str | None) -> str:
-    """What scopes a client's stored responses: a hash of its key."""
-    return hashlib.sha256((client_key or "").encode()).hexdigest()[:32]

@@ -12,15 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from eval.brain import Brain
 from graph_store.memory import InProcessStore
 from proxy.mcp.catalog import sync_server
 from tests.conftest import ServerThread, StartProxy
 from tests.mcp.conftest import ServeMcp, plan_oslo_weather, python_server, wait_connected
 from tests.mcp.server import TOOLS
-from tests.orchestrate.conftest import ORCHESTRATE, PROGRESS, sdk, trace, user
+from tests.orchestrate.conftest import ORCHESTRATE, PROGRESS, read_trace, sdk, trace, user
 
 
 def orchestrate(
@@ -137,9 +135,7 @@ def test_a_client_that_leaves_during_an_mcp_call_has_it_cancelled_at_the_server(
 def saved_trace(server: ServerThread, trace_id: str) -> dict[str, Any]:
     """The trace once it is saved (when the request's task ends)."""
     deadline = time.monotonic() + 60
-    while (
-        found := httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
-    ).status_code == 404:
+    while (found := read_trace(server, trace_id)).status_code == 404:
         assert time.monotonic() < deadline, "the trace of the request that was left never came"
         time.sleep(0.05)
     assert found.status_code == 200, found.text

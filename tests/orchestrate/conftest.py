@@ -24,6 +24,9 @@ from tests.conftest import ServerThread, closed_after_test
 ORCHESTRATE: dict[str, Any] = {"toolgraph": {"mode": "orchestrate"}}
 PROGRESS: dict[str, Any] = {"toolgraph": {"mode": "orchestrate", "progress": True}}
 BIG_BALANCE = 123456789012345678901234567890
+#: The key :func:`sdk` sends: a trace is read back under it (traces are its tenant's).
+CLIENT_KEY = "sk-client"
+CLIENT_AUTH = {"authorization": f"Bearer {CLIENT_KEY}"}
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +50,7 @@ def sdk(server: ServerThread, timeout: float = 300, max_retries: int = 0) -> ope
     index the catalog, over 60 s at load 15."""
     client = openai.OpenAI(
         base_url=f"{server.url}/v1",
-        api_key="sk-client",
+        api_key=CLIENT_KEY,
         max_retries=max_retries,
         timeout=timeout,
     )
@@ -59,10 +62,16 @@ def user(text: str) -> list[Any]:
 
 
 def trace(server: ServerThread, trace_id: str) -> dict[str, Any]:
-    response = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
+    response = read_trace(server, trace_id)
     assert response.status_code == 200, response.text
     found: dict[str, Any] = response.json()
     return found
+
+
+def read_trace(server: ServerThread, trace_id: str) -> httpx.Response:
+    """``GET`` a trace with :func:`sdk`'s key, whose tenant made it."""
+    url = f"{server.url}/v1/toolgraph/traces/{trace_id}"
+    return httpx.get(url, headers=CLIENT_AUTH, timeout=10)
 
 
 def only_call(server: ServerThread, messages: list[Any]) -> dict[str, Any]:

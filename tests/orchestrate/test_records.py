@@ -23,6 +23,7 @@ from tests.orchestrate.conftest import (
     Brain,
     LocalTools,
     http_tool,
+    read_trace,
     sdk,
     seed_catalog,
     stream_parts,
@@ -116,7 +117,7 @@ def test_the_trace_endpoint_serves_big_integers_as_digits(
     server = serve_tools(start_proxy, local_tools)
     brain.one_step("Look up the account balance", "balance", "account_balance", {"label": "s"})
     _, trace_id = ask(server, "What is my balance?", stream=False)
-    text = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10).text
+    text = read_trace(server, trace_id).text
     assert f'"balance":{BIG_BALANCE}' in text
 
 

@@ -20,6 +20,7 @@ from tests.orchestrate.conftest import (
     LocalTools,
     http_tool,
     only_call,
+    read_trace,
     register,
     sdk,
     seed_catalog,
@@ -373,9 +374,7 @@ def test_tool_credentials_reach_the_tool_but_never_the_trace_or_an_llm(
         model="fake-model", messages=user("Status?"), extra_body=ORCHESTRATE
     )
     assert local_tools.hits["echo"] == 1
-    recorded = httpx.get(
-        f"{server.url}/v1/toolgraph/traces/{raw.headers['x-toolgraph-trace-id']}", timeout=10
-    ).text
+    recorded = read_trace(server, raw.headers["x-toolgraph-trace-id"]).text
     assert '"outcome":"ok"' in recorded
     assert secret not in recorded  # the tool echoed it; the trace masks it
     assert "***" in recorded
@@ -394,7 +393,7 @@ def _wait_for(condition: object, seconds: float = 90) -> None:
 def _wait_for_trace(server: ServerThread, trace_id: str) -> dict[str, object]:
     deadline = time.monotonic() + 10
     while True:
-        response = httpx.get(f"{server.url}/v1/toolgraph/traces/{trace_id}", timeout=10)
+        response = read_trace(server, trace_id)
         if response.status_code == 200:
             found: dict[str, object] = response.json()
             return found
