@@ -2,7 +2,7 @@
 
     python -m eval.e2e [--upstream URL --model NAME] [--sizes 10,100,1000]
                        [--arms orchestrate,all_tools,no_tools] [--tasks ID,…] [--label L]
-                       [--suite default|packs]
+                       [--suite default|packs|dev|aside]
 
 Without ``--upstream`` it starts Qwen2.5-Coder-1.5B-Instruct under
 :mod:`eval.llm.server` (set up by ``eval/llm/setup.sh``) with ``--n-ctx`` tokens of
@@ -15,7 +15,9 @@ and plot (``eval/results/e2e_<label>.png``) are printed and drawn from them.
 ``--suite default`` (the default) runs the 28 math, physics and BFCL tasks over
 catalogs of 10, 100 and 1,000 tools; ``--suite packs`` the questions over the demo
 database and graph (:mod:`eval.e2e.packs`) over catalogs of 20, 100 and 1,000 tools,
-the proxy configured with both demo packs (BFCL's tasks and tools are left out).
+the proxy configured with both demo packs (BFCL's tasks and tools are left out);
+``--suite dev`` and ``--suite aside`` the two parts of :mod:`eval.e2e.unseen` (the
+held-aside part is never tuned on) over the default sizes, without BFCL.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ from eval.e2e.run import (
     sizes_list,
     total_pairs,
 )
-from eval.e2e.tasks import TASKS
+from eval.e2e.tasks import TASKS, Task
+from eval.e2e.unseen import ASIDE, DEV
 from eval.llm.launch import MODEL_NAME, local_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +73,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )  # fmt: skip
     parser.add_argument(
         "--suite", choices=SUITES, default="default",
-        help="default: math, physics and BFCL tasks; packs: the demo database and graph",
+        help="default: math, physics and BFCL tasks; packs: the demo database and graph; "
+        "dev, aside: the two parts of the questions in eval.e2e.unseen",
     )  # fmt: skip
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--tasks", help="task ids, comma-separated (default: all)")
@@ -96,8 +100,8 @@ def config_from(args: argparse.Namespace, upstream: str) -> RunConfig:
     if unknown:
         raise SystemExit(f"unknown arms: {', '.join(sorted(unknown))} (known: {', '.join(ARMS)})")
     packs = args.suite == "packs"
-    bfcl = None if str(args.bfcl) == "none" or packs else args.bfcl
-    known = PACK_TASKS if packs else TASKS + (bfcl_tasks(bfcl) if bfcl is not None else ())
+    bfcl = None if str(args.bfcl) == "none" or args.suite != "default" else args.bfcl
+    known = suite_tasks(args.suite, bfcl)
     sizes = args.sizes or (PACK_SIZES if packs else DEFAULT_SIZES)
     tasks = known
     if args.tasks:
@@ -110,6 +114,14 @@ def config_from(args: argparse.Namespace, upstream: str) -> RunConfig:
         upstream, args.model, tuple(sizes), cast(tuple[Arm, ...], arms), tasks,
         args.corpus, args.timeout, dict(args.planner), bfcl, args.suite,
     )  # fmt: skip
+
+
+def suite_tasks(suite: str, bfcl: Path | None) -> tuple[Task, ...]:
+    if suite == "packs":
+        return PACK_TASKS
+    if suite in ("dev", "aside"):
+        return DEV if suite == "dev" else ASIDE
+    return TASKS + (bfcl_tasks(bfcl) if bfcl is not None else ())
 
 
 def code_version() -> str:

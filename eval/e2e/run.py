@@ -53,8 +53,9 @@ class RunConfig:
 
 
 Row = dict[str, Any]
-Suite = Literal["default", "packs"]
-SUITES: tuple[Suite, ...] = ("default", "packs")
+#: dev, aside: the two parts of :mod:`eval.e2e.unseen`, over the built-in pack alone
+Suite = Literal["default", "packs", "dev", "aside"]
+SUITES: tuple[Suite, ...] = ("default", "packs", "dev", "aside")
 
 
 def load_average() -> list[float]:
