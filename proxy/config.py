@@ -43,6 +43,15 @@ from retriever.config import RetrieverConfig
 ENV_PREFIX = "TOOLGRAPH_"
 CONFIG_FILE_ENV = "TOOLGRAPH_CONFIG"
 
+#: The planner pipelines a route chooses between (``Planner.profile``, ``ModelRoute.planner``):
+#: the settings each gives where the configuration does not set them itself
+#: (the table and figures are in docs/orchestrate.md).
+PlannerProfile = Literal["small", "full"]
+PROFILES: dict[PlannerProfile, dict[str, Any]] = {
+    "small": {"triage": True, "pick": "confident", "reflection_rounds": 0},
+    "full": {"triage": False, "pick": "llm", "reflection_rounds": 2},
+}
+
 _file_data: ContextVar[dict[str, Any] | None] = ContextVar("toolgraph_config_file", default=None)
 
 
@@ -77,6 +86,11 @@ class ModelRoute(_Section):
     responses: Literal["auto", "native", "translate"] | None = Field(
         default=None,
         description="`upstream_responses` for this route alone; unset, the global one.",
+    )
+    planner: PlannerProfile | None = Field(
+        default=None,
+        description="The planner pipeline orchestrate mode runs for this model (`small` or "
+        "`full`, see `planner.profile`); unset, `planner.profile`.",
     )
 
     @field_validator("base_url")
@@ -181,6 +195,14 @@ class Executor(_Section):
 class Planner(_Section):
     """How orchestrate mode plans (proxy/plan; figures in proxy/plan/README.md)."""
 
+    profile: PlannerProfile = Field(
+        default="small",
+        description="The pipeline of a model whose route names none: `small` (triage, "
+        "`pick: confident`, no reflection; the better one end to end with a 1.5B model) or "
+        "`full` (decomposition of every request, every pick asked, two reflection rounds). "
+        "`triage`, `pick` and `reflection_rounds` set here win over either.",
+    )
+
     policy: Literal["llm", "graph"] = Field(
         default="llm",
         description="`llm`: decomposition and DFS selection by the upstream model; `graph`: the "
@@ -216,14 +238,14 @@ class Planner(_Section):
         default=0.1, ge=0, le=2, description="Score added to a candidate over a SEQUENTIAL edge."
     )
     triage: bool = Field(
-        default=False,
+        default=True,
         description="Before the decomposition, one short LLM call (a few examples, a one-word "
         "answer) sorts the request: `none` needs no tool, `one` is planned as a single sub-task "
         "without a decomposition, `several` is decomposed. For small models, whose "
         "decompositions split one calculation into hand-calculation steps (issue 19).",
     )
     pick: Literal["llm", "confident", "first"] = Field(
-        default="llm",
+        default="confident",
         description="How a sub-task's tool is chosen from its candidates: `llm` asks the model; "
         "`confident` takes the first candidate without asking when it is also the most similar "
         "by at least `pick_margin`, and asks otherwise (always when there is a single "
@@ -244,7 +266,7 @@ class Planner(_Section):
         default=12, ge=1, le=200, description="LLM selection steps (picks and backtracks) per plan."
     )
     reflection_rounds: int = Field(
-        default=2, ge=0, le=10, description="Times a path judged wrong is searched again."
+        default=0, ge=0, le=10, description="Times a path judged wrong is searched again."
     )
     memory_k: int = Field(
         default=3,
@@ -257,6 +279,21 @@ class Planner(_Section):
         pattern=r"^[A-Za-z0-9_-]{1,64}$",
         description="Qdrant collection of the long-term memory.",
     )
+
+    @model_validator(mode="after")
+    def _profile_defaults(self) -> Planner:
+        """The profile's settings for what the configuration leaves unset."""
+        for name, value in PROFILES[self.profile].items():
+            if name not in self.model_fields_set:
+                object.__setattr__(self, name, value)  # frozen: set once, while validating
+        return self
+
+    def for_profile(self, profile: PlannerProfile | None) -> Planner:
+        """These settings under ``profile`` (a route's), keeping what was set explicitly."""
+        if profile is None or profile == self.profile:
+            return self
+        explicit = self.model_dump(include=self.model_fields_set - {"profile"})
+        return Planner.model_validate({**explicit, "profile": profile})
 
 
 class Orchestrate(_Section):

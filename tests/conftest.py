@@ -181,12 +181,15 @@ def onnx_dir() -> Iterator[Path]:
 @pytest.fixture(autouse=True)
 def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, onnx_dir: Path) -> None:
     """Tests see only the TOOLGRAPH_ variables they set themselves (and the session's
-    ONNX folder)."""
+    ONNX folder), and the `full` planner pipeline: the fake upstream's scripts (eval.brain)
+    answer its decomposition and picks; tests of the `small` one (the shipped default)
+    set ``planner.profile`` themselves or delete this variable."""
     for name in list(os.environ):
         if name.upper().startswith("TOOLGRAPH_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("TOOLGRAPH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("TOOLGRAPH_RETRIEVER__ONNX_DIR", str(onnx_dir))
+    monkeypatch.setenv("TOOLGRAPH_PLANNER__PROFILE", "full")
 
 
 @pytest.fixture(scope="session")

@@ -153,7 +153,9 @@ class Pipeline:
         self, turn: Turn, catalog: Catalog, model: MeteredModel
     ) -> tuple[Plan, ToolPlan]:
         with turn.stage("plan"):
-            plan = await catalog.planner.plan(conversation_text(turn.messages), model, turn.client)
+            plan = await catalog.planner.plan(
+                conversation_text(turn.messages), model, turn.client, turn.target.planner
+            )
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
         offered = {c.tool for d in plan.decisions for c in d.candidates}
         metrics.TOOLS_SELECTED.labels("orchestrate", "offered").inc(len(offered))

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from graph_store.errors import GraphStoreError
 from proxy import metrics
 from proxy.config import Planner as PlannerConfig
+from proxy.config import PlannerProfile
 from proxy.errors import ToolgraphError
 from proxy.llm import ChatModel, MeteredModel, metered
 from proxy.plan._llm import PlanningFailed
@@ -62,28 +63,40 @@ class RequestPlanner:
         self.memory = memory
 
     async def plan(
-        self, conversation: str, model: ChatModel | None, scope: str | None = None
+        self,
+        conversation: str,
+        model: ChatModel | None,
+        scope: str | None = None,
+        profile: PlannerProfile | None = None,
     ) -> Plan:
         """Decompose ``conversation`` and choose a tool for every sub-task, with the
-        memory of client ``scope`` as examples.
+        memory of client ``scope`` as examples, in the pipeline ``profile`` names (the
+        routed model's; unset, the configured ``planner.profile``).
 
         Without a catalog to search (the graph store or the retriever failing) there is
         nothing to fall back to: the plan is empty and its note says why.
         """
         try:
-            plan = await self._plan(conversation, model, scope)
+            config = self.config.for_profile(profile)
+            plan = await self._plan(conversation, model, scope, config)
             await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
             return plan
         except (GraphStoreError, RetrieverError) as exc:
             log.warning("no plan: the catalog is unavailable: %s", exc)
             return Plan([], {}, "none", notes=[f"no plan: the catalog is unavailable: {exc}"])
 
-    async def _plan(self, conversation: str, model: ChatModel | None, scope: str | None) -> Plan:
-        if model is None or self.config.policy == "graph":
+    async def _plan(
+        self,
+        conversation: str,
+        model: ChatModel | None,
+        scope: str | None,
+        config: PlannerConfig,
+    ) -> Plan:
+        if model is None or config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
         counted = metered(model)
-        if self.config.triage:
+        if config.triage:
             closest = await asyncio.to_thread(self._closest_tools, conversation)
             sort = await triage(counted, conversation, closest)
             if sort == "none":
@@ -91,14 +104,21 @@ class RequestPlanner:
                 plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
                 return plan
             if sort == "one":
-                return await self._one_call(conversation, counted, scope)
-        return await self._decomposed(conversation, counted, scope)
+                return await self._one_call(conversation, counted, scope, config)
+        return await self._decomposed(conversation, counted, scope, config)
 
-    async def _one_call(self, conversation: str, counted: MeteredModel, scope: str | None) -> Plan:
+    async def _one_call(
+        self,
+        conversation: str,
+        counted: MeteredModel,
+        scope: str | None,
+        config: PlannerConfig,
+    ) -> Plan:
         """The request as one sub-task, without a decomposition; decomposed after all when
         the tool it gets is refused at plan time: that tool needs what an earlier call
         gives, so the request is a chain the triage took for one call."""
-        plan = await self._select(conversation, [_whole(conversation)], counted, scope)
+        whole = [_whole(conversation)]
+        plan = await self._select(conversation, whole, counted, scope, config)
         store = self.finder.store
         refused = await asyncio.to_thread(enforce_preconditions, plan, store, starts=False)
         if not refused:
@@ -106,20 +126,22 @@ class RequestPlanner:
             return plan
         tools = ", ".join(refused.values())
         why = f"triage: one tool call, but {tools} needs what an earlier call gives: decomposed"
-        decomposed = await self._decomposed(conversation, counted, scope)
+        decomposed = await self._decomposed(conversation, counted, scope, config)
         decomposed.notes[:0] = [*plan.notes, why]
         return decomposed
 
     async def _decomposed(
-        self, conversation: str, counted: MeteredModel, scope: str | None
+        self,
+        conversation: str,
+        counted: MeteredModel,
+        scope: str | None,
+        config: PlannerConfig,
     ) -> Plan:
         """The request decomposed into sub-tasks, a tool chosen for each."""
         try:
             categories = await asyncio.to_thread(self._categories)
             with metrics.STAGE_LATENCY.labels("decompose").time():
-                found = await decompose(
-                    counted, conversation, categories, self.config.decompose_retries
-                )
+                found = await decompose(counted, conversation, categories, config.decompose_retries)
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm([_whole(conversation)], [_fell_back(exc)])
             plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
@@ -128,7 +150,7 @@ class RequestPlanner:
             plan = Plan([], {}, "llm", no_tools=True)
             plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
             return plan
-        return await self._select(conversation, found.subtasks, counted, scope)
+        return await self._select(conversation, found.subtasks, counted, scope, config)
 
     async def plan_subtasks(
         self, conversation: str, subtasks: Sequence[SubTask], model: ChatModel | None
@@ -136,7 +158,8 @@ class RequestPlanner:
         """Choose tools for sub-tasks given from outside (the eval's gold steps)."""
         if model is None or self.config.policy == "graph":
             return await self._without_llm(subtasks, ["no planner model"])
-        return await self._select(conversation, subtasks, metered(model), None)
+        counted = metered(model)
+        return await self._select(conversation, subtasks, counted, None, self.config)
 
     async def _select(
         self,
@@ -144,6 +167,7 @@ class RequestPlanner:
         subtasks: Sequence[SubTask],
         counted: MeteredModel,
         scope: str | None,
+        config: PlannerConfig,
     ) -> Plan:
         plan = Plan(list(subtasks), {}, "llm")
         try:
@@ -152,19 +176,19 @@ class RequestPlanner:
                 search = DepthFirstSearch(
                     self.finder,
                     counted,
-                    self.config.top_k,
-                    beam=self.config.beam,
+                    config.top_k,
+                    beam=config.beam,
                     examples=await self._examples(plan, vectors, scope),
-                    pick=self.config.pick,
-                    margin=self.config.pick_margin,
+                    pick=config.pick,
+                    margin=config.pick_margin,
                 )
                 await search_with_reflection(
                     search,
                     conversation,
                     plan,
                     vectors,
-                    budget=self.config.step_budget,
-                    rounds=self.config.reflection_rounds,
+                    budget=config.step_budget,
+                    rounds=config.reflection_rounds,
                 )
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm(subtasks, [_fell_back(exc)])

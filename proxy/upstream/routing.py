@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from proxy.config import ModelRoute, Settings
+from proxy.config import ModelRoute, PlannerProfile, Settings
 
 # litellm providers that speak OpenAI's chat API at their base URL, so bytes can be
 # relayed as they are instead of being parsed and rebuilt by litellm.
@@ -31,6 +31,7 @@ class Target:
     via: Literal["relay", "litellm"]
     label: str = OTHER
     responses: Literal["auto", "native", "translate"] | None = None  # the route's own say
+    planner: PlannerProfile | None = None  # the route's planner pipeline; unset, the global one
 
 
 class ModelRouter:
@@ -75,7 +76,7 @@ class ModelRouter:
 
 def _route_target(route: ModelRoute) -> Target:
     target = _target(route.litellm_model, route.api, route.base_url, route.api_key(), route.name)
-    return dataclasses.replace(target, responses=route.responses)
+    return dataclasses.replace(target, responses=route.responses, planner=route.planner)
 
 
 def _target(

@@ -53,7 +53,7 @@ def pick(n: int, why: str = "fits") -> Script:
 
 
 def planner(finder: CandidateFinder, encoder: Encoder, **config: Any) -> RequestPlanner:
-    values: dict[str, Any] = {"top_k": 3, "reflection_rounds": 0, "memory_k": 0}
+    values: dict[str, Any] = {"profile": "full", "top_k": 3, "reflection_rounds": 0, "memory_k": 0}
     values.update(config)
     return RequestPlanner(finder, encoder, Planner(**values))
 
@@ -291,7 +291,7 @@ async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
     await asyncio.to_thread(memory.create)
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     subject = RequestPlanner(
-        finder, encoder, Planner(top_k=3, reflection_rounds=0, memory_k=2), memory
+        finder, encoder, Planner(profile="full", top_k=3, reflection_rounds=0, memory_k=2), memory
     )
     plan = await subject.plan(REQUEST, model, "client-a")
     vectors = embed_subtasks(encoder, plan.subtasks)
@@ -435,3 +435,22 @@ async def test_a_pick_cut_at_its_bound_takes_the_one_tool_its_reason_names(
     plan = await planner(finder, encoder).plan(REQUEST, model)
     assert plan.choices["s1"] == "flight_search"
     assert "no number; the reason names flight_search" in plan.decisions[0].reason
+
+
+async def test_the_shipped_profile_triages_and_a_routes_full_profile_decomposes(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    """One planner, two routed models: the default (`small`) asks the triage first,
+    a route's `full` decomposes at once and asks every pick."""
+    subject = RequestPlanner(finder, encoder, Planner(top_k=3, memory_k=0))
+    upstream.enqueue(reply("none"))
+    small = await subject.plan("Thanks, that helps!", model)
+    assert small.no_tools
+    assert small.notes == ["triage: no tool needed"]
+    upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
+    full = await subject.plan(REQUEST, model, profile="full")
+    assert full.choices == {"s1": "flight_search", "s2": "book_flight", "s3": "send_sms"}
+    assert full.llm_calls == 5  # the decomposition, three asked picks, a reflection
+    systems = [r.body["messages"][0]["content"] for r in upstream.requests[1:]]
+    assert "You plan how to answer" in systems[0]  # no triage first
+    assert "You check a plan" in systems[-1]

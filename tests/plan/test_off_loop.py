@@ -116,7 +116,9 @@ async def test_the_llm_policy_reads_the_store_only_off_the_loop(
         pick(1),
         reply({"verdict": "success", "reason": "fits"}),
     )
-    planner = RequestPlanner(finder, encoder, Planner(top_k=3, reflection_rounds=1, memory_k=0))
+    planner = RequestPlanner(
+        finder, encoder, Planner(profile="full", top_k=3, reflection_rounds=1, memory_k=0)
+    )
     plan = await planner.plan(REQUEST, model)
     assert plan.policy == "llm"
     assert plan.choices.keys() == {"s1", "s2", "s3"}
@@ -135,7 +137,9 @@ async def test_a_spent_step_budget_fills_the_rest_off_the_loop(
     finder = watched_finder(store, index, "rerank")
     upstream.enqueue(reply(STEPS), pick(1))
     planner = RequestPlanner(
-        finder, encoder, Planner(top_k=3, step_budget=1, reflection_rounds=0, memory_k=0)
+        finder,
+        encoder,
+        Planner(profile="full", top_k=3, step_budget=1, reflection_rounds=0, memory_k=0),
     )
     plan = await planner.plan(REQUEST, model)
     assert [d.kind for d in plan.decisions] == ["pick", "fallback", "fallback"]
@@ -158,7 +162,9 @@ async def test_the_graph_policy_and_the_fallback_read_the_store_off_the_loop(
     assert planned.policy == "graph"
     assert len(planned.choices) == 3
     upstream.enqueue(*[reply("not a plan")] * 3)  # decomposition fails: the fallback plans
-    fallback = await RequestPlanner(finder, encoder, Planner(top_k=3)).plan(REQUEST, model)
+    fallback = await RequestPlanner(finder, encoder, Planner(profile="full", top_k=3)).plan(
+        REQUEST, model
+    )
     assert fallback.policy == "graph"
     assert fallback.notes
     on_loop, off_loop = calls(finder)

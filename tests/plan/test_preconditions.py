@@ -168,7 +168,7 @@ async def test_the_planner_repairs_the_plan_it_hands_over(
         Script(text=json.dumps({"choice": 1, "reason": "geo_find_entities finds it"})),
         Script(text=json.dumps({"choice": 1, "reason": "geo_get_neighbors follows borders"})),
     )
-    config = Planner(top_k=8, reflection_rounds=0, memory_k=0)
+    config = Planner(profile="full", top_k=8, reflection_rounds=0, memory_k=0)
     plan = await RequestPlanner(finder, encoder, config).plan("Who borders Germany?", model)
     assert plan.choices == {
         "s1": "geo_find_entities",
@@ -203,7 +203,7 @@ async def test_a_one_call_triage_whose_tool_needs_an_earlier_call_is_decomposed(
         Script(text=json.dumps({"choice": 1, "reason": "geo_get_neighbors follows borders"})),
         Script(text=json.dumps({"choice": 1, "reason": "geo_count counts the set"})),
     )
-    config = Planner(top_k=8, reflection_rounds=0, memory_k=0, triage=True)
+    config = Planner(profile="full", top_k=8, reflection_rounds=0, memory_k=0, triage=True)
     question = "How many countries border Germany?"
     plan = await RequestPlanner(finder, encoder, config).plan(question, model)
     assert plan.choices == {

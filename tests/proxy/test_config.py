@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import ConfigError, load_settings
+from proxy.config import ConfigError, Planner, load_settings
 from proxy.upstream import ModelRouter
 
 ROUTES = """
@@ -218,3 +218,38 @@ def test_a_bolt_password_is_a_secret(tmp_path: Path) -> None:
         "packs:\n  knowledge_graph:\n    - {name: g, kind: bolt, url: 'bolt://u:s3cr%21t@h/db'}\n"
     )
     assert "s3cr!t" in load_settings(write(tmp_path, text)).secrets()
+
+
+def test_the_planner_profile_fills_what_the_configuration_leaves_unset() -> None:
+    small = Planner()
+    assert (small.profile, small.triage, small.pick, small.reflection_rounds) == (
+        "small", True, "confident", 0,
+    )  # fmt: skip
+    full = Planner(profile="full")
+    assert (full.triage, full.pick, full.reflection_rounds) == (False, "llm", 2)
+    mixed = Planner(profile="full", pick="first")
+    assert (mixed.triage, mixed.pick) == (False, "first")
+
+
+def test_a_routes_profile_keeps_the_explicit_planner_settings() -> None:
+    config = Planner(reflection_rounds=1, top_k=7)
+    routed = config.for_profile("full")
+    assert (routed.profile, routed.triage, routed.pick) == ("full", False, "llm")
+    assert (routed.reflection_rounds, routed.top_k) == (1, 7)
+    assert config.for_profile(None) is config
+    assert config.for_profile("small") is config
+
+
+def test_a_route_carries_its_planner_profile_to_its_target() -> None:
+    settings = load_settings(
+        upstream_base_url="http://127.0.0.1:9/v1",
+        models=[
+            {"name": "big", "litellm_model": "openai/gpt-4o", "planner": "full"},
+            {"name": "tiny", "litellm_model": "openai/qwen2.5-1.5b"},
+        ],
+    )
+    router = ModelRouter(settings)
+    assert router.resolve("big").planner == "full"
+    assert router.resolve("tiny").planner is None  # planner.profile decides
+    with pytest.raises(ConfigError, match="planner"):
+        load_settings(models=[{"name": "x", "litellm_model": "openai/x", "planner": "huge"}])
