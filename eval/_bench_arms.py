@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from eval.ports import free_port
+from testing.ports import free_port
 
 #: The server: settings as JSON in argv[1], the port in argv[2]; run in the tree's root.
 _LAUNCH = """

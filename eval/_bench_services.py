@@ -175,7 +175,7 @@ def fake_upstream_spec(port: int, delay_ms: float, root: Path) -> ServerSpec:
         name="fake upstream",
         port=port,
         argv=[
-            *(sys.executable, "-m", "eval.fake_upstream"),
+            *(sys.executable, "-m", "testing.fake_upstream"),
             *("--port", str(port), "--delay-ms", str(delay_ms)),
         ],
         env={"PYTHONPATH": str(root)},

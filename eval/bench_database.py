@@ -6,7 +6,7 @@
 Generates ``orders`` (``--rows`` rows: 50,000 customer names, 30 countries, 12
 genres, amounts, dates written as text in SQLite and as TIMESTAMP in PostgreSQL)
 beside a 30-row ``countries`` table, in a SQLite file and in a throw-away
-PostgreSQL cluster (:mod:`eval.postgres_server`), and times each tool's in-process
+PostgreSQL cluster (:mod:`testing.postgres_server`), and times each tool's in-process
 function (the pack, not the executor around it) ``--repeat`` times, reporting the
 median. No indexes beyond the primary keys: what a database handed to the pack
 as it is would give. Results: a table here and ``eval/results/bench_database.json``.
@@ -30,9 +30,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from pydantic import JsonValue
 
-from eval.postgres_server import PostgresServer
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.tools.database.catalog import DatabasePack
+from testing.postgres_server import PostgresServer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COUNTRIES = [f"Country{i:02d}" for i in range(29)] + ["Germany"]

@@ -2,7 +2,7 @@
 
 What ``make run`` gives a new user: ``toolgraph serve`` with its defaults (the built-in
 demo catalog, the embedded stores in a fresh data folder, so the catalog is indexed as
-on a first run) in front of the fake upstream (``python -m eval.fake_upstream``, which
+on a first run) in front of the fake upstream (``python -m testing.fake_upstream``, which
 echoes). For each mode a fresh server is started twice: once the first request is sent
 when ``/readyz`` says ready, once as soon as the port answers (it waits for the load
 that runs in the background). Ten requests go one after the other, the same each time,
@@ -56,7 +56,7 @@ from eval._bench_services import (
     running,
     wait_ready,
 )
-from eval.ports import free_port
+from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "What is the wavelength of a 2.4 GHz signal?"

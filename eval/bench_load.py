@@ -9,7 +9,7 @@ concurrent request:
 
 * A: orchestrate requests (non-streamed) with a Redis of the benchmark's own, each
   with a distinct text (``Please compute 2*pi*{i}``), so plan memory and retrieval
-  see distinct queries; the fake upstream's :class:`~eval.brain.Brain` answers
+  see distinct queries; the fake upstream's :class:`~testing.brain.Brain` answers
   every planner prompt (a one-step plan, ``evaluate_expression``); every other
   request carries an ``Idempotency-Key``. Target: no 5xx.
 * B: the same, with Redis killed (SIGKILL) for ``--outage-seconds`` in the middle
@@ -62,9 +62,9 @@ from eval._bench_services import (
 )
 from eval._load_client import Load
 from eval._load_report import orchestrate_summary, passthrough_summary, write_results
-from eval.brain import Brain, plan_of
-from eval.fake_upstream import FakeUpstream, Script
-from eval.ports import free_port
+from testing.brain import Brain, plan_of
+from testing.fake_upstream import FakeUpstream, Script
+from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTER_KEY = "tg-load-master-key-0123456789"

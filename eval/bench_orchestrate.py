@@ -56,7 +56,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eval._bench_arms import ROOT, Arm, commit_of, serve_tree, tree_at
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STAGES = ("gate", "plan", "execute", "answer")

@@ -6,7 +6,7 @@ on chat completions and on the Responses API (translated and relayed).
     python -m eval.bench_overhead --baseline REF --no-litellm --no-responses --label NAME
                                              # this tree against commit REF, same run
 
-One fake OpenAI upstream (``python -m eval.fake_upstream --responses``, which keeps no
+One fake OpenAI upstream (``python -m testing.fake_upstream --responses``, which keeps no
 log of requests when run from the command line and also speaks the Responses API)
 answers every request after a fixed 20 ms. The same small chat request (a system and
 a user message) goes to it three ways: directly, through toolgraph (one worker,
@@ -65,7 +65,7 @@ from eval import _bench_report as report
 from eval import _bench_services as services
 from eval._bench_client import Cell, Endpoint, build_request
 from eval._bench_report import CellKey, Summary
-from eval.ports import free_port
+from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "eval" / "results"

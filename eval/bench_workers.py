@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eval.ports import free_port
+from testing.ports import free_port
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, urlparse
 import httpx
 import yaml
 
-from eval.ports import free_port
+from testing.ports import free_port
 
 KEY = "sk-master-console-real"
 ADMIN = "sk-admin-console-real"

@@ -23,7 +23,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from eval.arcadedb_server import ArcadeDBServer
 from eval.data_folder import dataset
 from graph_store.edges.build import build_graph
 from graph_store.ingest.catalog import import_paths
@@ -31,6 +30,7 @@ from graph_store.ingest.toolbench import toolbench_name
 from graph_store.memory import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore, graph_stats, neighbors
+from testing.arcadedb_server import ArcadeDBServer
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = dataset("toolbench_stable")

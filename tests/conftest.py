@@ -20,10 +20,6 @@ import pytest
 import uvicorn
 
 import retriever.config
-from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
-from eval.fake_upstream import FakeUpstream
-from eval.ports import free_port
-from eval.postgres_server import PostgresServer, PostgresUnavailable
 from proxy.app import create_app
 from proxy.config import Settings, load_settings
 from proxy.context import RequestContext
@@ -33,6 +29,10 @@ from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
 from retriever.cache import LRUCache
 from retriever.config import RetrieverConfig
+from testing.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
+from testing.fake_upstream import FakeUpstream
+from testing.ports import free_port
+from testing.postgres_server import PostgresServer, PostgresUnavailable
 
 IN_CI = os.environ.get("CI") == "true"
 

@@ -8,9 +8,11 @@ Inside ``proxy/`` the layers are, bottom to top (the README's "Layers" section d
     web     routers, middleware, auth, app, services, cli      (HTTP and process edges)
 
 A module may import from its own layer and the ones below it, never above. Across the
-top level, ``graph_store`` sits below ``retriever``, both below ``proxy``, and ``eval``
-above everything: nothing under ``proxy/``, ``retriever/`` or ``graph_store/`` imports
-``eval``. Every import counts, including those inside functions and under
+top level, ``graph_store`` sits below ``retriever``, both below ``proxy``, then
+``testing`` (the fake upstream and server launchers, not installed), and ``eval`` above
+everything: nothing under ``proxy/``, ``retriever/`` or ``graph_store/`` imports
+``testing`` or ``eval``, and what ``toolgraph eval`` loads imports nothing of
+``testing``. Every import counts, including those inside functions and under
 ``TYPE_CHECKING``: a lazy import hides an arrow, it does not remove it.
 """
 
@@ -23,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("core", "engine", "modes", "web")
-TOP_LEVEL = ("graph_store", "retriever", "proxy", "eval")
+TOP_LEVEL = ("graph_store", "retriever", "proxy", "testing", "eval")
 
 # Longest prefix wins. Feature folders keep their thin router beside their service
 # (STYLE.md), so routers are placed by name, not by folder.
@@ -54,9 +56,11 @@ _PLACES = {
     "proxy.mcp_server": "web",
     "proxy.console": "web",
     "proxy.app": "web",
+    "proxy.openapi": "web",
     "proxy.services": "web",
     "proxy.readiness": "web",
     "proxy.cli": "web",
+    "proxy.catalog_command": "web",
     "proxy.tools_command": "web",
     "proxy.__main__": "web",
     "proxy.middleware": "web",
@@ -205,6 +209,19 @@ def test_top_level_packages_import_only_downwards() -> None:
         if TOP_LEVEL.index(target.split(".")[0]) > TOP_LEVEL.index(source.split(".")[0])
     ]
     assert upward == [], "\n".join(upward)
+
+
+def test_the_installed_eval_command_needs_nothing_of_testing() -> None:
+    # testing/ is not in the wheel: the commands `toolgraph eval` adds must not reach it.
+    graph = import_graph()
+    reached, todo = set(), ["eval.cli"]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo.extend(graph.get(module, ()))
+    assert {"eval.retrieval", "proxy.config"} <= reached
+    assert sorted(m for m in reached if m.startswith("testing")) == []
 
 
 def test_no_module_imports_in_a_circle() -> None:

@@ -35,10 +35,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from eval._serve import serve_in_thread
 from eval.e2e.tasks import Task
 from graph_store.ingest.openai_spec import parse_openai
 from graph_store.models import Tool
+from testing.serve import serve_in_thread
 
 GROUP = "bfcl_exec"
 CATEGORY = "exec_simple"

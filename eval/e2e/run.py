@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from eval._serve import serve_in_thread
 from eval.e2e.arms import Arm, ArmClient, Outcome
 from eval.e2e.bfcl import bfcl_tools, serve_tools
 from eval.e2e.catalog import catalog, seed_store
@@ -34,6 +33,7 @@ from proxy.app import create_app
 from proxy.config import load_settings
 from proxy.tools.catalog import python_tools
 from proxy.tools.sandbox import Sandbox
+from testing.serve import serve_in_thread
 
 PROXY_SHARE = 0.9  # of the client's timeout, given to the proxy as timeouts.request
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from eval.ports import free_port
+from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".bench" / "llama-venv"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from eval.brain import plan_of
+from testing.brain import plan_of
 from tests.conftest import ServerThread
 from tests.console.conftest import OpenConsole
 from tests.orchestrate.conftest import ADMIN, Brain, LocalTools, http_tool

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread
 from tests.console.conftest import KEY, Console, OpenConsole
 from tests.mcp.conftest import python_server

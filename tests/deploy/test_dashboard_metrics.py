@@ -32,8 +32,8 @@ import pytest
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
-from eval.fake_upstream import FakeUpstream
 from proxy.reference import exposed_names, metric_collectors
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,7 +28,7 @@ from eval._bench_client import (
 )
 from eval._bench_report import CellKey, Summary
 from eval.bench_overhead import RESPONSES_PATH, request_body
-from eval.fake_upstream import FakeUpstream
+from testing.fake_upstream import FakeUpstream
 
 
 def _reader(*pieces: bytes) -> asyncio.StreamReader:

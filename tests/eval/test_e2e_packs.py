@@ -11,18 +11,18 @@ from typing import Any, ClassVar
 
 import pytest
 
-from eval.brain import Brain, plan_of
 from eval.e2e.__main__ import config_from, parse_args
 from eval.e2e.catalog import catalog
 from eval.e2e.packs import PACK_TASKS, pack_tools
 from eval.e2e.report import markdown, summarise
 from eval.e2e.run import Row, RunConfig, run_all
 from eval.e2e.tasks import PACK_SYSTEM, SYSTEM, TASKS, is_correct, system_for
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
 from proxy.config import KnowledgeGraphPack as GraphSettings
 from proxy.tools.database.demo import DEMO
 from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
 from proxy.tools.variables import Variables, bound_variables
+from testing.brain import Brain, plan_of
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 
 CORPUS = (
     Path(__file__).resolve().parents[3] / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 from pydantic import JsonValue
 
-from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor
 from proxy.errors import MissingArguments, ToolError, ToolHttpStatus, ToolInputRejected
@@ -21,6 +20,7 @@ from proxy.llm import UpstreamModel
 from proxy.tools.builtin import PythonTools
 from proxy.tools.catalog import builtin_tools, python_tools
 from proxy.tools.sandbox import Sandbox
+from testing.fake_upstream import FakeUpstream, Script
 
 BOOK = Tool(
     id="test/book_room",

@@ -9,7 +9,6 @@ import pytest
 from pydantic import JsonValue
 from redis.asyncio import Redis
 
-from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Provenance, Tool
 from proxy import metrics
 from proxy.execute.compress import Compressor, field_paths, known_paths, select_fields, truncate
@@ -22,6 +21,7 @@ from proxy.execute.fields import (
 from proxy.execute.service import FIELD_LISTS
 from proxy.kv import MemoryKeyValue, RedisKeyValue
 from proxy.llm import UpstreamModel
+from testing.fake_upstream import FakeUpstream, Script
 
 HOTELS: JsonValue = {
     "meta": {"version": "2.3.1", "request_id": "r-77", "generated_at": "2026-11-22T03:00:00Z"},

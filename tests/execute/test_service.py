@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from eval.fake_upstream import FakeUpstream, Script
 from graph_store.models import Endpoint, Provenance, Tool
 from proxy.config import Executor
 from proxy.execute.compress import serialize
@@ -23,6 +22,7 @@ from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
 from proxy.tools.catalog import builtin_tools
+from testing.fake_upstream import FakeUpstream, Script
 from tests.execute.tool_server import serve_tools
 from tests.tools.test_sandbox import capped, children
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
 from graph_store.neo4j_store import Neo4jStore
 from proxy.cli import main
+from testing.fake_upstream import FakeUpstream, Script
 from tests.graph_store.conftest import FIXTURES
 
 

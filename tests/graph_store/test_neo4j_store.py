@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from graph_store.errors import StoreUnavailable
 from graph_store.neo4j_store import Neo4jStore
+from testing.arcadedb_server import ArcadeDBServer, ArcadeDBUnavailable
 from tests.graph_store.conftest import unavailable
 from tests.graph_store.tools import make_tool
 

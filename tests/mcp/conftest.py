@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.brain import Brain, plan_of
-from eval.fake_upstream import FakeUpstream
 from graph_store.memory import InProcessStore
 from proxy.config import McpServer
 from proxy.mcp.sources import McpSources
+from testing.brain import Brain, plan_of
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread, StartProxy, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from eval.brain import Brain
 from proxy.cli import main
+from testing.brain import Brain
 from tests.conftest import StartProxy
 from tests.mcp.conftest import ROOT
 from tests.mcp.server import TOOLS

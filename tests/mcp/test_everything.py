@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from eval.brain import Brain
 from graph_store.memory import InProcessStore
 from graph_store.models import Tool
 from proxy.config import McpServer
@@ -23,6 +22,7 @@ from proxy.errors import ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.progress import reported_to
 from proxy.mcp.sources import McpSources
+from testing.brain import Brain
 from tests.conftest import StartProxy, free_port, unavailable
 from tests.mcp.conftest import wait_connected
 from tests.orchestrate.conftest import PROGRESS, sdk, stream_parts, user

@@ -15,10 +15,10 @@ import httpx
 import pytest
 import yaml
 
-from eval.brain import Brain
 from graph_store.memory import InProcessStore
 from proxy.cli import main
 from proxy.mcp.registered import FILE_NAME
+from testing.brain import Brain
 from tests.conftest import StartProxy, running_redis
 from tests.mcp.conftest import ROOT, python_server, wait_connected
 from tests.mcp.server import TOOLS

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eval.brain import Brain
 from graph_store.memory import InProcessStore
 from proxy.mcp.catalog import sync_server
+from testing.brain import Brain
 from tests.conftest import ServerThread, StartProxy
 from tests.mcp.conftest import ServeMcp, plan_oslo_weather, python_server, wait_connected
 from tests.mcp.server import TOOLS

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from eval.brain import Brain, plan_of
+from testing.brain import Brain, plan_of
 from tests.conftest import StartProxy
 from tests.mcp.conftest import python_server, wait_connected
 from tests.mcp.test_orchestrate import orchestrate

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from eval.brain import Brain
+from testing.brain import Brain
 from tests.conftest import ServerThread, StartProxy, running_redis
 from tests.mcp.conftest import wait_connected
 from tests.mcp.test_registry import ADMIN, SERVERS, admin, spec

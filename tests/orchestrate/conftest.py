@@ -17,8 +17,8 @@ import openai
 import pytest
 from aiohttp import web
 
-from eval.brain import Brain
-from eval.fake_upstream import FakeUpstream
+from testing.brain import Brain
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread, closed_after_test
 
 ORCHESTRATE: dict[str, Any] = {"toolgraph": {"mode": "orchestrate"}}

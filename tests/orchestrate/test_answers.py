@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import (
     ORCHESTRATE,

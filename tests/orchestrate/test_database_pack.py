@@ -1,7 +1,7 @@
 """Orchestrate mode over a database named in one settings entry: a question whose plan
 is find_columns_containing_value → get_distinct_values → run_select, through the
 official SDK, against SQLite and a real PostgreSQL server; the fake upstream plays
-the model (eval/brain.py)."""
+the model (testing/brain.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from eval.brain import Brain, plan_of
-from eval.fake_upstream import FakeUpstream
-from eval.postgres_server import PostgresServer
+from testing.brain import Brain, plan_of
+from testing.fake_upstream import FakeUpstream
+from testing.postgres_server import PostgresServer
 from tests.conftest import StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
 from tests.tools.database.music import build_postgres, build_sqlite

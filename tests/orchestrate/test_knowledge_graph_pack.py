@@ -1,7 +1,7 @@
 """Orchestrate mode over a knowledge graph named in one settings entry: a three-hop
 question (find_entities → get_neighbors → argmax) through the official SDK, whose
 calls pass entity sets by variable name (#0, #1) within the request; the fake
-upstream plays the model (eval/brain.py), and a wrong relation it writes first is
+upstream plays the model (testing/brain.py), and a wrong relation it writes first is
 corrected from the pack's refusal."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from eval.brain import Brain, plan_of
-from eval.fake_upstream import FakeUpstream
+from testing.brain import Brain, plan_of
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
 

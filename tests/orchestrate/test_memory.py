@@ -17,8 +17,8 @@ import openai
 from fastapi import FastAPI
 from qdrant_client import QdrantClient
 
-from eval.brain import Brain
 from proxy.services import AppServices
+from testing.brain import Brain
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, trace, user
 

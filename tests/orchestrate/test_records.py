@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy, running_redis
 from tests.orchestrate.conftest import (
     BIG_BALANCE,

@@ -11,7 +11,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import (
     ORCHESTRATE,

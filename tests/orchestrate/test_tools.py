@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from eval.brain import plan_of
+from testing.brain import plan_of
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import (
     ADMIN,

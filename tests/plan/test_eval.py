@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
 from eval.plan_data import Dataset, f1, load_dataset, mask_tool_names
 from proxy.cli import main
+from testing.fake_upstream import FakeUpstream, Script
 from tests.plan.conftest import write_taskbench
 
 

@@ -11,7 +11,6 @@ import pytest
 from prometheus_client import REGISTRY
 from qdrant_client import QdrantClient
 
-from eval.fake_upstream import FakeUpstream, Script
 from proxy.config import Planner
 from proxy.execute.plan import PlanNode
 from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
@@ -23,6 +22,7 @@ from proxy.plan.planner import RequestPlanner
 from proxy.plan.policy import embed_subtasks
 from retriever.embedder import Encoder
 from retriever.owned_client import OwnedClient
+from testing.fake_upstream import FakeUpstream, Script
 
 REQUEST = "Find a flight from Beijing to Paris, book it for Li Lei and text my wife."
 STEPS = {

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import pytest
 
-from eval.fake_upstream import FakeUpstream
 from eval.plan_data import Dataset
 from graph_store.memory import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
@@ -28,6 +27,7 @@ from proxy.plan.model import SubTask
 from proxy.plan.planner import RequestPlanner
 from retriever.embedder import Encoder
 from retriever.index import ToolIndex
+from testing.fake_upstream import FakeUpstream
 from tests.plan.test_llm_policy import REQUEST, STEPS, pick, reply
 
 #: The methods of the store interface, each watched.

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
 from graph_store.memory import InProcessStore
 from proxy.config import KnowledgeGraphPack as GraphSettings
 from proxy.config import Planner
@@ -29,6 +28,7 @@ from retriever.catalog import catalog_documents
 from retriever.config import RetrieverConfig
 from retriever.embedder import Encoder
 from retriever.index import ToolIndex
+from testing.fake_upstream import FakeUpstream, Script
 
 GRAPH = GraphSettings(name="geo", path=Path("demo"))
 

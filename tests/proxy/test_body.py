@@ -10,10 +10,10 @@ import openai
 import orjson
 import pytest
 
-from eval.fake_upstream import FakeUpstream
 from proxy import json_codec
 from proxy.protocol._chunked_json import ShapeError, TooDeep, TooManyItems, loads_in_chunks
 from proxy.protocol.body import ON_LOOP_BYTES
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread
 from tests.proxy.test_chat_passthrough import sdk, user
 from tests.proxy.test_errors import error_of, post

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy, closed_after_test
 
 UPSTREAM_KEY = "sk-upstream-secret-0123456789"

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eval.fake_upstream import FakeUpstream
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import free_port
 from tests.orchestrate.conftest import ORCHESTRATE, Brain
 from tests.proxy.test_registry import ADMIN, TOOLS, weather_api, weather_spec

@@ -14,7 +14,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, free_port
 from tests.proxy.test_chat_passthrough import UPSTREAM_KEY, sdk, user
 

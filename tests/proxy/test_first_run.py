@@ -22,9 +22,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from eval.brain import Brain
-from eval.fake_upstream import FakeUpstream
 from proxy.logs import public_url
+from testing.brain import Brain
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import StartProxy, running_redis
 from tests.orchestrate.conftest import ORCHESTRATE
 from tests.proxy.test_cli_serve import serve, start

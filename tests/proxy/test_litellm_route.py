@@ -7,7 +7,7 @@ from typing import Any
 import openai
 import pytest
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread
 from tests.proxy.test_chat_passthrough import TOOLS, sdk, user
 

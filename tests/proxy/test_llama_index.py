@@ -11,7 +11,7 @@ import pytest
 from llama_index.core.llms import ChatMessage
 from llama_index.llms.openai_like import OpenAILike
 
-from eval.fake_upstream import FakeUpstream
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread
 
 

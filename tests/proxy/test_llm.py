@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
 from proxy.errors import UpstreamError
 from proxy.llm import MeteredModel, UpstreamCall, UpstreamModel, Usage, metered, quote_result
+from testing.fake_upstream import FakeUpstream, Script
 
 
 def test_tool_output_cannot_close_its_quotes() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import openai
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, closed_after_test, free_port
 from tests.proxy.test_chat_passthrough import UPSTREAM_KEY, sdk
 

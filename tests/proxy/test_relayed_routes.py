@@ -9,8 +9,8 @@ import httpx
 import openai
 import pytest
 
-from eval.fake_endpoints import embedding_of
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_endpoints import embedding_of
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, closed_after_test
 from tests.proxy.test_chat_passthrough import UPSTREAM_KEY, sdk, user
 from tests.proxy.test_service_endpoints import scrape, value

@@ -12,7 +12,7 @@ from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from eval.brain import Brain
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.brain import Brain
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import StartProxy
 from tests.responses_api.test_translate import chat_requests, sdk
 from tests.retriever.client_tools import client_tools

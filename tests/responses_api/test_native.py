@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import StartProxy
 from tests.responses_api.test_translate import WEATHER, sdk
 

@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread
 from tests.responses_api.test_translate import WEATHER, chat_requests, sdk
 

@@ -7,7 +7,7 @@ from typing import Any
 import openai
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
+from testing.fake_upstream import FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy, closed_after_test
 from tests.retriever.client_tools import client_tools
 

@@ -11,7 +11,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eval.fake_upstream import FakeToolCall, FakeUpstream, Script
+from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import ServerThread, StartProxy, closed_after_test
 from tests.retriever.client_tools import client_tools, visa_tool
 

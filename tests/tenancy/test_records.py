@@ -16,8 +16,8 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
-from eval.brain import Brain
-from eval.fake_upstream import FakeUpstream
+from testing.brain import Brain
+from testing.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread, StartProxy, closed_after_test
 from tests.orchestrate.conftest import ORCHESTRATE, user
 from tests.tenancy.conftest import KEY_A, KEY_B, UPSTREAM_KEY

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from eval.postgres_server import PostgresServer
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.tools.database.catalog import DatabasePack
 from proxy.tools.database.engine import ReadOnlyDatabase
+from testing.postgres_server import PostgresServer
 from tests.tools.database.music import build_postgres, build_sqlite
 
 ENGINES = ("sqlite", "postgres")

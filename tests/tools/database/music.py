@@ -11,7 +11,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from eval.postgres_server import PostgresServer
+from testing.postgres_server import PostgresServer
 
 READER, READER_PASSWORD = "reader", "reader-pw-0123456789"
 

@@ -8,13 +8,13 @@ import json
 import re
 from typing import Any
 
-from eval.fake_upstream import FakeUpstream, Script
 from proxy.config import DatabasePack as DatabaseSettings
 from proxy.config import Executor
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
 from proxy.tools.database.catalog import database_tools
+from testing.fake_upstream import FakeUpstream, Script
 
 
 def listed(prompt: str, param: str) -> dict[str, int]:

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import Connection
 
-from eval.postgres_server import PostgresServer
 from proxy.errors import ToolInputRejected, ToolTimeout
 from proxy.tools.database.catalog import DatabasePack
 from proxy.tools.database.engine import ReadOnlyDatabase
 from proxy.tools.database.guard import StatementRefused, check_select
 from proxy.tools.database.schema import Schema
+from testing.postgres_server import PostgresServer
 from tests.conftest import free_port
 from tests.tools.database.conftest import open_pack
 from tests.tools.database.music import superuser_url

@@ -14,9 +14,9 @@ import httpx
 import neo4j
 import pyoxigraph
 
-from eval.arcadedb_server import free_port
 from graph_store.neo4j_store import bolt_target
 from proxy.tools.knowledge_graph.catalog import DEMO
+from testing.arcadedb_server import free_port
 
 GEO = "http://example.org/geo/"
 _LABEL = "http://www.w3.org/2000/01/rdf-schema#label"

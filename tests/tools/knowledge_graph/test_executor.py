@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from eval.fake_upstream import FakeUpstream, Script
 from graph_store.memory import InProcessStore
 from proxy.config import Executor
 from proxy.config import KnowledgeGraphPack as GraphSettings
@@ -27,6 +26,7 @@ from proxy.tools.knowledge_graph.catalog import (
     knowledge_graph_tools,
 )
 from proxy.tools.variables import Variables
+from testing.fake_upstream import FakeUpstream, Script
 from tests.tools.knowledge_graph.geography import GEO
 
 GRAPH = GraphSettings(name="geo", path=Path("demo"))

@@ -22,7 +22,7 @@ from types import TracebackType
 
 import psycopg
 
-from eval.ports import free_port
+from testing.ports import free_port
 
 _DEBIAN = Path("/usr/lib/postgresql")
 

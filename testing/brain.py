@@ -1,6 +1,6 @@
 """A fake LLM for orchestrate mode: it answers each of the proxy's prompts by what it asks.
 
-The fake upstream's responder (:attr:`eval.fake_upstream.FakeUpstream.responder`)
+The fake upstream's responder (:attr:`testing.fake_upstream.FakeUpstream.responder`)
 in the orchestrate tests and in the load benchmark: it tells the proxy's stages
 apart by their system prompts (decompose, pick, arguments, reflect, answer) and
 answers each as scripted.
@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from eval.fake_upstream import Script
+from testing.fake_upstream import Script
 
 RESULT = re.compile(r'<result id="([^"]+)">\n(.*?)\n</result>', re.DOTALL)
 _STAGES = {

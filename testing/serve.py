@@ -11,7 +11,7 @@ import httpx
 import uvicorn
 from starlette.types import ASGIApp
 
-from eval.ports import free_port
+from testing.ports import free_port
 
 
 @contextmanager

@@ -4,17 +4,17 @@ It stands in for the external LLM only, in the tests and in the overhead
 benchmark. It serves chat completions, the routes beside them (completions, plain
 and streamed; embeddings, as floats or base64; moderations), the model list
 (:attr:`FakeUpstream.models`) and, when :attr:`FakeUpstream.speaks_responses` says so,
-the Responses API (:mod:`eval.fake_responses`). Each request takes the script its
+the Responses API (:mod:`testing.fake_responses`). Each request takes the script its
 :attr:`FakeUpstream.responder` picks for it (a test's function of the request body,
 for answers that depend on what was asked, such as parallel calls), else the next
 queued :class:`Script`, else the default one, and is answered as OpenAI's API would:
 a plain answer, streamed chunks with ``usage``, tool calls in both forms, an error,
 or a slow or hung answer. Every request is recorded (unless ``record=False``, as the
 command line runs it) so a test can check what reached the upstream. The answers
-themselves are made in :mod:`eval.fake_answer`, the HTTP framing in
-:mod:`eval.fake_wire`.
+themselves are made in :mod:`testing.fake_answer`, the HTTP framing in
+:mod:`testing.fake_wire`.
 
-    python -m eval.fake_upstream --port 9100 --delay-ms 20
+    python -m testing.fake_upstream --port 9100 --delay-ms 20
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from eval import fake_responses
-from eval.fake_answer import Answer
-from eval.fake_endpoints import embeddings, model_list, moderations
-from eval.fake_script import FakeToolCall, Script
-from eval.fake_wire import drop, read_body, send, send_json
 from proxy import json_codec
+from testing import fake_responses
+from testing.fake_answer import Answer
+from testing.fake_endpoints import embeddings, model_list, moderations
+from testing.fake_script import FakeToolCall, Script
+from testing.fake_wire import drop, read_body, send, send_json
 
 __all__ = ["FakeToolCall", "FakeUpstream", "RecordedRequest", "Responder", "Script"]
 
@@ -237,7 +237,7 @@ class FakeUpstream:
         request: dict[str, Any],
         number: int,
     ) -> bool:
-        """The Responses API's answer: the chat answer in its shapes (eval.fake_responses)."""
+        """The Responses API's answer: the chat answer in its shapes (testing.fake_responses)."""
         answer = Answer(script, fake_responses.chat_request(request), number)
         if not request.get("stream"):
             content = fake_responses.response(request, answer.completion(), number)

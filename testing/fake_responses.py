@@ -1,7 +1,7 @@
 """The fake upstream's Responses API (``POST /v1/responses``), for the tests of an
 upstream that speaks it: toolgraph must relay the request and the answer unchanged.
 
-Answers are the fake's chat answers (:class:`eval.fake_upstream.Script`) put in the
+Answers are the fake's chat answers (:class:`testing.fake_upstream.Script`) put in the
 Responses API's shapes by toolgraph's own translation; the tests tell a relayed
 answer from a translated one by its ids (``resp_fake…``) and by the path the
 request reached.
@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-from eval.fake_wire import send, send_json
 from proxy import json_codec, sse
 from proxy.protocol.chat import ChatCompletion, ChatCompletionChunk
 from proxy.protocol.responses import ResponsesRequest
@@ -24,6 +23,7 @@ from proxy.protocol.translation import (
     skeleton,
     to_response,
 )
+from testing.fake_wire import send, send_json
 
 
 def chat_request(body: dict[str, Any]) -> dict[str, Any]:

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from eval.ports import free_port
 from graph_store.errors import StoreUnavailable
 from graph_store.neo4j_store import Neo4jStore
+from testing.ports import free_port
 
 PASSWORD = "toolgraph-test-pw"
 DATABASE = "toolgraph"

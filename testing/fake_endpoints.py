@@ -1,6 +1,6 @@
 """The fake upstream's answers on the routes beside chat: models, embeddings, moderations.
 
-:mod:`eval.fake_upstream` serves them; tests compare against :func:`embedding_of`.
+:mod:`testing.fake_upstream` serves them; tests compare against :func:`embedding_of`.
 """
 
 from __future__ import annotations

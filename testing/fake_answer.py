@@ -1,4 +1,4 @@
-"""The fake upstream's answers: a :class:`~eval.fake_script.Script` as OpenAI's chat
+"""The fake upstream's answers: a :class:`~testing.fake_script.Script` as OpenAI's chat
 completion (whole or as a stream of chunks) or legacy text completion."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from eval.fake_script import FakeToolCall, Script
+from testing.fake_script import FakeToolCall, Script
 
 
 class Answer:

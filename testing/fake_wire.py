@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from eval.fake_script import Script
+from testing.fake_script import Script
 
 REASONS = {
     200: "OK",
