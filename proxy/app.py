@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from proxy import health, models_router
+from proxy import health, models_router, openapi
 from proxy.auth import authenticate
 from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
@@ -38,9 +38,9 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app = FastAPI(
         title="toolgraph",
         lifespan=_lifespan(settings) if services is None else None,
-        docs_url=None,
+        docs_url="/docs",
         redoc_url=None,
-        openapi_url=None,
+        openapi_url="/openapi.json",
     )
     if services is not None:
         app.state.services = services
@@ -55,6 +55,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app.include_router(console_router.router)
     app.router.routes.extend(console_router.pages)
     app.router.routes.append(mcp_route)
+    openapi.install(app)
     _add_error_handlers(app, settings.secrets())
     app.add_middleware(UnprefixedPaths, router=app.router)
     app.add_middleware(ObservabilityMiddleware, secrets=settings.secrets())

@@ -9,7 +9,7 @@ from proxy import metrics
 from proxy.responses import JSONResponse
 from proxy.services import services_of
 
-router = APIRouter()
+router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz")

@@ -11,7 +11,7 @@ from proxy.protocol.base import dump_json
 from proxy.protocol.models import ModelList
 from proxy.services import services_of
 
-router = APIRouter()
+router = APIRouter(tags=["models"])
 _JSON = "application/json"
 
 

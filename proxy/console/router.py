@@ -26,7 +26,7 @@ _POLICY = (
     "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 )
 
-router = APIRouter(prefix="/v1/toolgraph", dependencies=[Depends(authenticate)])
+router = APIRouter(prefix="/v1/toolgraph", dependencies=[Depends(authenticate)], tags=["catalog"])
 
 
 @router.get("/catalog/search")

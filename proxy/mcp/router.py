@@ -14,7 +14,7 @@ from proxy.services import services_of
 
 PREFIX = "/v1/toolgraph/mcp/servers"
 
-router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)])
+router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)], tags=["MCP servers"])
 
 
 def _registry(request: Request) -> McpRegistry:

@@ -21,7 +21,7 @@ _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 #: The latest traces a filtered list looks through (a filter reads no older ones).
 SCAN = 500
 
-router = APIRouter(dependencies=[Depends(authenticate)])
+router = APIRouter(dependencies=[Depends(authenticate)], tags=["traces"])
 
 
 @router.get("/v1/toolgraph/traces")

@@ -28,7 +28,7 @@ async def require_admin(request: Request) -> None:
         raise AuthenticationFailed("the tool registry needs the admin key as a bearer token")
 
 
-router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)])
+router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)], tags=["tool registry"])
 
 
 def _registry(request: Request) -> ToolRegistry:
