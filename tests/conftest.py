@@ -181,7 +181,7 @@ def onnx_dir() -> Iterator[Path]:
 @pytest.fixture(autouse=True)
 def _no_stray_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, onnx_dir: Path) -> None:
     """Tests see only the TOOLGRAPH_ variables they set themselves (and the session's
-    ONNX folder), and the `full` planner pipeline: the fake upstream's scripts (eval.brain)
+    ONNX folder), and the `full` planner pipeline: the fake upstream's scripts (testing.brain)
     answer its decomposition and picks; tests of the `small` one (the shipped default)
     set ``planner.profile`` themselves or delete this variable."""
     for name in list(os.environ):
