@@ -242,7 +242,7 @@ class Planner(_Section):
         description="Before the decomposition, one short LLM call (a few examples, a one-word "
         "answer) sorts the request: `none` needs no tool, `one` is planned as a single sub-task "
         "without a decomposition, `several` is decomposed. For small models, whose "
-        "decompositions split one calculation into hand-calculation steps (issue 19).",
+        "decompositions split one calculation into hand-calculation steps.",
     )
     pick: Literal["llm", "confident", "first"] = Field(
         default="confident",

@@ -1,16 +1,18 @@
-"""The references that follow the code: the README's settings and metrics tables,
-and the settings the Helm chart's values schema accepts under ``config``.
+"""The references that follow the code: the settings table (docs/configuration.md), the
+metrics table (docs/operations.md), and the settings the Helm chart's values schema
+accepts under ``config``.
 
 The settings come from :class:`proxy.config.Settings` (field names, types, defaults,
 descriptions), the metrics from the collectors in :mod:`proxy.metrics`; tests fail
 when a file drifts from them.
 
-    python -m proxy.reference                      # print the README sections
+    python -m proxy.reference                      # print the generated sections
     python -m proxy.reference --write FILE...      # rewrite them in place
     python -m proxy.reference --check FILE...      # exit 1 when any is stale
 
-FILE is README.md (between the ``<!-- settings:start -->``-style markers) or a
-chart's ``values.schema.json``.
+FILE is a page with ``<!-- settings:start -->`` / ``<!-- metrics:start -->``-style
+markers (each section it holds is rewritten between them) or a chart's
+``values.schema.json``.
 """
 
 from __future__ import annotations
@@ -92,14 +94,21 @@ def render(section: str) -> str:
 
 
 def update_text(text: str) -> str:
-    """``text`` with every generated section between its markers replaced."""
+    """``text`` with each generated section whose markers it holds replaced."""
+    replaced = 0
     for section in SECTIONS:
         start, end = _markers(section)
         head, found, rest = text.partition(start)
+        if not found:
+            continue
         _, found_end, tail = rest.partition(end)
-        if not found or not found_end:
-            raise ValueError(f"markers {start} ... {end} not found")
+        if not found_end:
+            raise ValueError(f"marker {start} without its {end}")
         text = f"{head}{start}\n{render(section)}\n{end}{tail}"
+        replaced += 1
+    if not replaced:
+        markers = " or ".join(_markers(section)[0] for section in SECTIONS)
+        raise ValueError(f"no generated section: {markers} not found")
     return text
 
 

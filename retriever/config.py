@@ -72,7 +72,7 @@ class RetrieverConfig(BaseModel):
         description="Weights of the ONNX graph that embeds short texts (at most 128 tokens, one "
         "text a run: a request's question and sub-tasks, short tool documents); longer texts use "
         "`onnx_precision`. `int8` took 0.44x of fp32's time for a query on an idle core, NDCG@5 "
-        "within 0.5 of fp32's on the training sets (retriever/README.md, Issue 15); the same "
+        "within 0.5 of fp32's on the training sets (docs/benchmarks.md); the same "
         "value as `onnx_precision` runs one graph for everything.",
     )
     onnx_dir: Path | None = Field(
@@ -110,7 +110,7 @@ class RetrieverConfig(BaseModel):
         "rankings' top 100) scores dense_weight x its cosine / the best cosine + the rest x its "
         "BM25 / the best BM25; `rrf`: reciprocal rank fusion of the two rankings. `scores` won "
         "leave-one-dataset-out over the training sets, +2.5 NDCG@5 held out on the mean "
-        "(retriever/README.md, issue 13 item 1, third pass).",
+        "(retriever/README.md).",
     )
     rrf_k: int = Field(
         default=60, ge=1, description="Reciprocal rank fusion's constant (`fusion_method: rrf`)."

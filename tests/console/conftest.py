@@ -4,7 +4,7 @@ Playwright: one tab per :class:`Console`, which records console errors and faile
 requests.
 
 Each page's screenshot is saved under the test's tmp_path, and under
-``$CONSOLE_SCREENSHOTS`` when set (the README's come from there).
+``$CONSOLE_SCREENSHOTS`` when set (docs/console.md's come from there).
 """
 
 from __future__ import annotations

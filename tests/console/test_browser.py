@@ -1,7 +1,7 @@
 """The console in a real browser: Debian's chromium driven by Playwright, against a real
 proxy aimed at the fake upstream. Few tests, each waiting for what it needs to see.
 
-The README's screenshots come from these tests:
+The screenshots in docs/console.md come from these tests:
 ``CONSOLE_SCREENSHOTS=proxy/console/screenshots pytest tests/console/test_browser.py``.
 """
 

@@ -1,4 +1,4 @@
-"""The README's configuration and metrics references match the code."""
+"""The generated settings and metrics references (docs/) match the code."""
 
 from __future__ import annotations
 
@@ -12,24 +12,28 @@ from proxy import reference
 from proxy.config import ConfigError, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+OPERATIONS = ROOT / "docs" / "operations.md"
 VALUES_SCHEMA = ROOT / "helm" / "toolgraph" / "values.schema.json"
-REGENERATE = "run: python -m proxy.reference --write README.md helm/toolgraph/values.schema.json"
+REGENERATE = (
+    "run: python -m proxy.reference --write docs/configuration.md docs/operations.md "
+    "helm/toolgraph/values.schema.json"
+)
 
 
-def section(name: str) -> str:
-    text = README.read_text()
+def section(page: Path, name: str) -> str:
+    text = page.read_text()
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
-    assert text.count(start) == 1, f"README.md needs one {start}"
+    assert text.count(start) == 1, f"{page.name} needs one {start}"
     return text.split(start, 1)[1].split(end, 1)[0].strip()
 
 
-def test_the_readme_settings_reference_is_current() -> None:
-    assert section("settings") == reference.render_settings(), REGENERATE
+def test_the_settings_reference_is_current() -> None:
+    assert section(CONFIGURATION, "settings") == reference.render_settings(), REGENERATE
 
 
-def test_the_readme_metrics_reference_is_current() -> None:
-    assert section("metrics") == reference.render_metrics(), REGENERATE
+def test_the_metrics_reference_is_current() -> None:
+    assert section(OPERATIONS, "metrics") == reference.render_metrics(), REGENERATE
 
 
 def test_the_charts_values_schema_accepts_the_current_settings() -> None:
@@ -37,11 +41,14 @@ def test_the_charts_values_schema_accepts_the_current_settings() -> None:
     assert reference.update_values_schema(current) == current, REGENERATE
 
 
-def test_the_references_sit_in_the_operations_section() -> None:
-    text = README.read_text()
-    operations = text.index("\n## Operations\n")
-    assert text.index("<!-- settings:start -->") > operations
-    assert text.index("<!-- metrics:start -->") > operations
+def test_each_reference_sits_in_its_own_page() -> None:
+    configuration, operations = CONFIGURATION.read_text(), OPERATIONS.read_text()
+    assert "<!-- metrics:start -->" not in configuration
+    assert "<!-- settings:start -->" not in operations
+    assert configuration.index("<!-- settings:start -->") > configuration.index(
+        "\n## Configuration reference\n"
+    )
+    assert operations.index("<!-- metrics:start -->") > operations.index("\n## Metrics reference\n")
 
 
 def test_every_setting_has_a_row() -> None:
@@ -79,6 +86,19 @@ def test_check_reports_a_stale_readme(tmp_path: Path, capsys: pytest.CaptureFixt
     assert reference.main(["--write", str(stale)]) == 0
     assert reference.main(["--check", str(stale)]) == 0
     assert stale.read_text().startswith("# x\n<!-- settings:start -->\n| key (YAML)")
+
+
+def test_a_page_gets_only_the_sections_it_marks(tmp_path: Path) -> None:
+    page = tmp_path / "operations.md"
+    page.write_text("# Ops\n<!-- metrics:start -->\nold\n<!-- metrics:end -->\ntail\n")
+    assert reference.main(["--write", str(page)]) == 0
+    text = page.read_text()
+    assert "<!-- settings:start -->" not in text
+    assert text.endswith("<!-- metrics:end -->\ntail\n")
+    assert section(page, "metrics") == reference.render_metrics()
+    page.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="no generated section"):
+        reference.main(["--write", str(page)])
 
 
 def test_write_brings_a_values_schema_up_to_date(tmp_path: Path) -> None:
