@@ -12,8 +12,8 @@ call waiting for one holds none of the others: by one limit per client and host
 (``max_per_client``), by one limit per host (``max_per_host``) and by one limit
 for the process; the :class:`Scheduler` that holds them lives as long as the app.
 The per-client limit keeps one client's expensive calls from delaying another's
-cheap ones. Measured with the built-in tools (``eval/sandbox_fairness.py``, in git
-history; default limits: 4 slots for ``local``, 10 s sandbox timeout, a two-core machine):
+cheap ones. Measured with the built-in tools (``python -m eval.sandbox_fairness``,
+default limits: 4 slots for ``local``, 10 s sandbox timeout, a two-core machine):
 one client's 8 calls of ``factorial(10**8)`` and 4 integrals of
 ``(a+b+c+d+x)**300`` (each runs until its timeout or memory cap) held all four
 slots, and another client's ``2*pi*50`` waited 30.3 s for them; with 2 slots per
@@ -75,6 +75,9 @@ class CallRecord:
     output: JsonValue = None
     error: str = ""
     question: str = ""
+    #: the call could not be fed: a required value is missing, or the tool refused the
+    #: input the argument writer gave it, rewritten included (another tool may serve)
+    infeasible: bool = False
     arguments: dict[str, JsonValue] = field(default_factory=dict)
     host: str = ""  # where it went (the per-host limit's key): a hostname, local, mcp:<server>
     ready: float | None = None
@@ -164,6 +167,10 @@ class PlanRun:
     def questions(self) -> list[str]:
         """What the user must answer before the calls that need it can run."""
         return [r.question for r in self.records.values() if r.outcome is Outcome.NEEDS_INPUT]
+
+    def infeasible(self) -> set[str]:
+        """The tools whose calls could not be fed (:attr:`CallRecord.infeasible`)."""
+        return {r.node.tool for r in self.records.values() if r.infeasible}
 
     def unfinished(self) -> list[str]:
         """What could not be done, one line per call, for the answer and the trace."""
@@ -341,9 +348,10 @@ class _Run:
             else:
                 self._finish(record, Outcome.FAILED, f"timed out: {exc}")
         except MissingArguments as exc:
-            record.question = exc.question
+            record.question, record.infeasible = exc.question, True
             self._finish(record, Outcome.NEEDS_INPUT, exc.message)
         except ToolgraphError as exc:
+            record.infeasible = isinstance(exc, ToolError) and rejected_input(exc)
             self._finish(record, Outcome.FAILED, exc.message)
         except Exception as exc:  # a tool's own bug fails that call, never the request
             log.warning("tool %s raised", node.tool, exc_info=True)

@@ -12,9 +12,12 @@ streamed. The outcome is typed (``turn.Outcome``) and kept on the turn, which th
 trace is derived from. Any failure is a :class:`Failed` outcome, never an
 exception; cancellation (the client went away) still propagates.
 
-A run whose calls did not all succeed may be planned again, up to ``replans``
-times (0 by default: no re-plan). A re-plan reads the same conversation, the
-calls that succeeded offered for reuse; the planner is not told why the run failed.
+A pick that cannot run (a required value nothing in the conversation gives, an input
+the tool refuses) is a failed pick: the request is planned again without that tool,
+up to ``BACKTRACKS`` times, and the user is asked only when no other candidate runs.
+A run whose calls failed otherwise may be planned again, up to ``replans`` times
+(0 by default: no re-plan). A re-plan reads the same conversation, the calls that
+succeeded offered for reuse.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ from retriever.conversation import conversation_query
 
 log = logging.getLogger(__name__)
 
+#: Re-plans after a run whose picks could not be fed, before the user is asked.
+BACKTRACKS = 2
 #: Progress for the client, when it asked for it (a stream's reasoning_content).
 Say = Callable[[str], None]
 
@@ -132,29 +137,56 @@ class Pipeline:
     async def _plan_and_execute(
         self, turn: Turn, catalog: Catalog, earlier: list[EarlierCall], say: Say
     ) -> ExecutedPlan | None:
-        """Plan and run the tools, planning again (at most ``replans`` times) after a
-        run that did not succeed; None when the plan has no call."""
+        """Plan and run the tools; None when the plan has no call.
+
+        A run with a call that could not be fed (a required value missing, an input
+        the tool refused after the writer's rewrite) is planned again without those
+        tools, at most :data:`BACKTRACKS` times: another candidate may run where the
+        first pick could not. When none is left the user is asked what the first such
+        run needed. A run that failed otherwise is planned again at most ``replans``
+        times."""
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
-        reusable = earlier
-        for attempt in range(self.replans + 1):
-            plan, tool_plan = await self._plan(turn, catalog, model)
-            if not tool_plan.nodes:
+        reusable, excluded = earlier, frozenset[str]()
+        asking: ExecutedPlan | None = None  # the first run that ended in a question
+        replans = backtracks = 0
+        notes: list[str] = []  # the backtracks so far, for the trace's plan
+        while True:
+            plan, tool_plan = await self._plan(turn, catalog, model, excluded)
+            plan.notes[:0] = notes
+            if not tool_plan.nodes or excluded & {node.tool for node in tool_plan.nodes}:
+                turn.executed = asking or turn.executed
                 return turn.executed
             say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
             executed = await self._execute(turn, catalog, tool_plan, model, reusable, say)
-            if executed.run.ok or executed.run.questions() or attempt == self.replans:
+            if (infeasible := executed.run.infeasible()) and backtracks < BACKTRACKS:
+                if asking is None and executed.run.questions():
+                    asking = executed
+                excluded |= infeasible
+                backtracks += 1
+                reusable = [*reusable, *succeeded_calls(executed)]
+                notes.append(f"backtrack: {', '.join(sorted(infeasible))} could not run")
+                continue
+            if executed.run.ok or executed.run.questions() or replans == self.replans:
                 break
+            replans += 1
             reusable = [*reusable, *succeeded_calls(executed)]
+        if asking is not None and executed.run.questions():
+            turn.executed = executed = asking  # what the likeliest pick needed
         if not executed.run.questions():  # off the request's path: embedding, writing Qdrant
             self.records.spawn(self._remember_path(catalog, plan, executed, turn.client))
         return executed
 
     async def _plan(
-        self, turn: Turn, catalog: Catalog, model: MeteredModel
+        self,
+        turn: Turn,
+        catalog: Catalog,
+        model: MeteredModel,
+        excluded: frozenset[str] = frozenset(),
     ) -> tuple[Plan, ToolPlan]:
         with turn.stage("plan"):
+            conversation = conversation_text(turn.messages)
             plan = await catalog.planner.plan(
-                conversation_text(turn.messages), model, turn.client, turn.target.planner
+                conversation, model, turn.client, turn.target.planner, excluded
             )
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
         offered = {c.tool for d in plan.decisions for c in d.candidates}

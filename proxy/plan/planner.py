@@ -68,17 +68,19 @@ class RequestPlanner:
         model: ChatModel | None,
         scope: str | None = None,
         profile: PlannerProfile | None = None,
+        exclude: frozenset[str] = frozenset(),
     ) -> Plan:
         """Decompose ``conversation`` and choose a tool for every sub-task, with the
         memory of client ``scope`` as examples, in the pipeline ``profile`` names (the
-        routed model's; unset, the configured ``planner.profile``).
+        routed model's; unset, the configured ``planner.profile``). Tools in ``exclude``
+        are never chosen: an earlier run found them unable to run for this request.
 
         Without a catalog to search (the graph store or the retriever failing) there is
         nothing to fall back to: the plan is empty and its note says why.
         """
         try:
             config = self.config.for_profile(profile)
-            plan = await self._plan(conversation, model, scope, config)
+            plan = await self._plan(conversation, model, scope, config, exclude)
             await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
             return plan
         except (GraphStoreError, RetrieverError) as exc:
@@ -91,6 +93,7 @@ class RequestPlanner:
         model: ChatModel | None,
         scope: str | None,
         config: PlannerConfig,
+        exclude: frozenset[str],
     ) -> Plan:
         if model is None or config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
@@ -104,8 +107,8 @@ class RequestPlanner:
                 plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
                 return plan
             if sort == "one":
-                return await self._one_call(conversation, counted, scope, config)
-        return await self._decomposed(conversation, counted, scope, config)
+                return await self._one_call(conversation, counted, scope, config, exclude)
+        return await self._decomposed(conversation, counted, scope, config, exclude)
 
     async def _one_call(
         self,
@@ -113,12 +116,13 @@ class RequestPlanner:
         counted: MeteredModel,
         scope: str | None,
         config: PlannerConfig,
+        exclude: frozenset[str],
     ) -> Plan:
         """The request as one sub-task, without a decomposition; decomposed after all when
         the tool it gets is refused at plan time: that tool needs what an earlier call
         gives, so the request is a chain the triage took for one call."""
         whole = [_whole(conversation)]
-        plan = await self._select(conversation, whole, counted, scope, config)
+        plan = await self._select(conversation, whole, counted, scope, config, exclude)
         store = self.finder.store
         refused = await asyncio.to_thread(enforce_preconditions, plan, store, starts=False)
         if not refused:
@@ -126,7 +130,7 @@ class RequestPlanner:
             return plan
         tools = ", ".join(refused.values())
         why = f"triage: one tool call, but {tools} needs what an earlier call gives: decomposed"
-        decomposed = await self._decomposed(conversation, counted, scope, config)
+        decomposed = await self._decomposed(conversation, counted, scope, config, exclude)
         decomposed.notes[:0] = [*plan.notes, why]
         return decomposed
 
@@ -136,6 +140,7 @@ class RequestPlanner:
         counted: MeteredModel,
         scope: str | None,
         config: PlannerConfig,
+        exclude: frozenset[str],
     ) -> Plan:
         """The request decomposed into sub-tasks, a tool chosen for each."""
         try:
@@ -150,7 +155,7 @@ class RequestPlanner:
             plan = Plan([], {}, "llm", no_tools=True)
             plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
             return plan
-        return await self._select(conversation, found.subtasks, counted, scope, config)
+        return await self._select(conversation, found.subtasks, counted, scope, config, exclude)
 
     async def plan_subtasks(
         self, conversation: str, subtasks: Sequence[SubTask], model: ChatModel | None
@@ -159,7 +164,7 @@ class RequestPlanner:
         if model is None or self.config.policy == "graph":
             return await self._without_llm(subtasks, ["no planner model"])
         counted = metered(model)
-        return await self._select(conversation, subtasks, counted, None, self.config)
+        return await self._select(conversation, subtasks, counted, None, self.config, frozenset())
 
     async def _select(
         self,
@@ -168,6 +173,7 @@ class RequestPlanner:
         counted: MeteredModel,
         scope: str | None,
         config: PlannerConfig,
+        exclude: frozenset[str],
     ) -> Plan:
         plan = Plan(list(subtasks), {}, "llm")
         try:
@@ -189,6 +195,7 @@ class RequestPlanner:
                     vectors,
                     budget=config.step_budget,
                     rounds=config.reflection_rounds,
+                    exclude=exclude,
                 )
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm(subtasks, [_fell_back(exc)])

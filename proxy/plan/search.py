@@ -307,8 +307,10 @@ async def search_with_reflection(
     *,
     budget: int,
     rounds: int,
+    exclude: frozenset[str] = frozenset(),
 ) -> Walk:
-    walk = Walk(plan, budget)
+    """The walk and its reflection rounds; tools in ``exclude`` are never offered."""
+    walk = Walk(plan, budget, noise=set(exclude))
     await search.walk(request, walk, vectors)
     order = topological(plan.subtasks)
     for _ in range(rounds):

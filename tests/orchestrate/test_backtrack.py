@@ -1,0 +1,97 @@
+"""A pick that cannot be fed is a failed pick: orchestrate mode backtracks to the
+next candidate, and asks the user only when no candidate can run."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from testing.brain import json_script, plan_of
+from testing.fake_upstream import FakeUpstream, Script
+from tests.conftest import ServerThread, StartProxy
+from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, trace, user
+
+QUESTION = "Evaluate 2*pi*50 numerically."
+#: retrieval's first candidate is taken without asking: which tool comes first is the
+#: catalog's, the backtracking is what is tested
+PLANNER = {"profile": "small", "pick": "first", "triage": False}
+
+
+@dataclass
+class ByTool(Brain):
+    """Arguments by the tool the writer is asked about; other tools: a missing value."""
+
+    by_tool: dict[str, Any] = field(default_factory=dict)
+    written_for: list[str] = field(default_factory=list)
+
+    def _script(self, request: dict[str, Any], stage: str, system: str) -> Script | None:
+        if stage != "arguments":
+            return super()._script(request, stage, system)
+        self.asked[stage] += 1
+        spec = re.search(r"Tool:\n(.*)", str(request["messages"][1]["content"]))
+        name = json.loads(spec.group(1))["name"] if spec else ""
+        self.written_for.append(name)
+        missing = {"missing": ["expression"], "question": f"What should {name} compute?"}
+        return json_script(self.by_tool.get(name, missing))
+
+
+@pytest.fixture
+def by_tool(upstream: FakeUpstream) -> ByTool:
+    brain = ByTool(plan=plan_of((QUESTION, [])))
+    upstream.responder = brain
+    return brain
+
+
+@pytest.fixture
+def proxy(start_proxy: StartProxy) -> ServerThread:
+    return start_proxy(planner=PLANNER)
+
+
+def test_an_unfed_pick_backtracks_to_the_next_candidate_that_runs(
+    proxy: ServerThread, by_tool: ByTool
+) -> None:
+    first = _first_pick(proxy, by_tool)
+    by_tool.by_tool = {
+        name: {"expression": "2*pi*50"}
+        for name in ("evaluate_expression", "calculate_integral", "calculate_derivative")
+        if name != first
+    }
+    raw = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    content = raw.parse().choices[0].message.content or ""
+    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    (call,) = found["calls"]
+    assert call["tool"] != first
+    assert call["outcome"] == "ok"
+    assert f"backtrack: {first} could not run" in found["plan"]["notes"]
+    assert content.startswith("Answer from the results")  # answered, not asked
+    assert by_tool.written_for[-2:] == [first, call["tool"]]
+
+
+def test_the_user_is_asked_only_when_no_candidate_can_run(
+    proxy: ServerThread, by_tool: ByTool
+) -> None:
+    first = _first_pick(proxy, by_tool)
+    completion = sdk(proxy).chat.completions.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    assert completion.choices[0].message.content == f"What should {first} compute?"
+    assert len(set(by_tool.written_for[-3:])) == 3  # three candidates tried, each once
+    assert by_tool.asked["answer"] == 0
+
+
+def _first_pick(proxy: ServerThread, brain: ByTool) -> str:
+    """The tool retrieval puts first for the question (every tool unfed: one run asks)."""
+    brain.by_tool = {}
+    sdk(proxy).chat.completions.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    first = brain.written_for[0]
+    brain.written_for.clear()
+    brain.asked.clear()
+    return first
