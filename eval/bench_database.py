@@ -30,8 +30,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from pydantic import JsonValue
 
-from proxy.config import DatabasePack as DatabaseSettings
-from proxy.tools.database.catalog import DatabasePack
+from proxy.config import DatabasePackSettings
+from proxy.tools.packs.database.catalog import DatabasePack
 from testing.postgres_server import PostgresServer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -106,7 +106,7 @@ def build_postgres(server: PostgresServer, count: int) -> str:
 async def measure(url: str, repeat: int) -> dict[str, float]:
     """Median milliseconds per call of each tool (the first call, which reflects the
     schema and opens the connection, is not counted)."""
-    pack = DatabasePack.open([DatabaseSettings(name="bench", url=url, statement_timeout=120)])
+    pack = DatabasePack.open([DatabasePackSettings(name="bench", url=url, statement_timeout=120)])
     functions = pack.functions()
     await functions["bench_list_tables"]({})
     medians: dict[str, float] = {}

@@ -33,9 +33,9 @@ from pathlib import Path
 from pydantic import JsonValue
 from tqdm import tqdm
 
-from proxy.config import KnowledgeGraphPack as GraphSettings
+from proxy.config import KnowledgeGraphPackSettings
 from proxy.tools.builtin import PythonTool
-from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
+from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack
 from proxy.tools.variables import Variables, bound_variables
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -160,7 +160,7 @@ async def prepare(functions: dict[str, PythonTool]) -> tuple[float, tuple[str, s
 
 
 async def measure(path: Path, people: int, args: argparse.Namespace) -> dict[str, JsonValue]:
-    settings = GraphSettings(
+    settings = KnowledgeGraphPackSettings(
         name="bench", path=path, timeout=args.timeout, max_entities=args.max_entities
     )
     pack = KnowledgeGraphPack.open([settings])

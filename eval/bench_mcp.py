@@ -36,8 +36,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from graph_store.memory import InProcessStore
-from proxy.config import Executor, McpServer
+from graph_store.embedded import InProcessStore
+from proxy.config import ExecutorSettings, McpServerSettings
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.connection import list_tools
 from proxy.mcp.sources import McpSources
@@ -67,7 +67,7 @@ async def measure_sync(tools: int, folder: Path) -> dict[str, float]:
     async def changed() -> None:
         changes.set()
 
-    server = McpServer(
+    server = McpServerSettings(
         name="bench", command=server_argv(tools), env={"PYTHONPATH": str(ROOT)}, cwd=ROOT
     )
     mcp = McpSources([server], 30.0, store, changed)
@@ -108,9 +108,9 @@ async def http_server() -> AsyncIterator[str]:
         await process.wait()
 
 
-def stdio_pair() -> tuple[McpServer, Client]:
+def stdio_pair() -> tuple[McpServerSettings, Client]:
     """toolgraph's configuration of the stdio server, and the SDK's own client of it."""
-    server = McpServer(
+    server = McpServerSettings(
         name="bench", command=server_argv(0), env={"PYTHONPATH": str(ROOT)}, cwd=ROOT
     )
     params = StdioServerParameters(
@@ -119,21 +119,21 @@ def stdio_pair() -> tuple[McpServer, Client]:
     return server, Client(params, mode="legacy", cache=None)
 
 
-def http_pair(url: str) -> tuple[McpServer, Client]:
+def http_pair(url: str) -> tuple[McpServerSettings, Client]:
     """toolgraph's configuration of the HTTP server at ``url``, and the SDK's own client."""
-    return McpServer(name="bench", url=url), Client(
+    return McpServerSettings(name="bench", url=url), Client(
         streamable_http_client(url), mode="legacy", cache=None
     )
 
 
 async def measure_calls(
-    calls: int, folder: Path, server: McpServer, client: Client, label: str
+    calls: int, folder: Path, server: McpServerSettings, client: Client, label: str
 ) -> dict[str, float]:
     """``calls`` calls each way, interleaved one by one: the SDK's ``client`` directly,
     then toolgraph's session to ``server`` (loopback allowed, as
     ``executor.allow_private_networks`` does)."""
     store = InProcessStore.open(folder / "graph")
-    policy = EgressPolicy.from_settings(Executor(allow_private_networks=True))
+    policy = EgressPolicy.from_settings(ExecutorSettings(allow_private_networks=True))
     mcp = McpSources([server], 30.0, store, policy=policy)
     mcp.start()
     await mcp.settled()

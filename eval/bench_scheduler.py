@@ -30,12 +30,12 @@ import uvloop
 from matplotlib.figure import Figure
 from pydantic import JsonValue
 
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Scheduler
 
 RESULTS = Path(__file__).resolve().parent / "results"
-LIMITS = Executor(
+LIMITS = ExecutorSettings(
     max_concurrency=10_000,
     max_per_host=10_000,
     max_per_client=10_000,

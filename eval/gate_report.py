@@ -162,7 +162,7 @@ def auc(labels: Flags, probability: Array) -> float | None:
 def latency(repeats: int = 200) -> dict[str, float]:
     """Milliseconds of one decision against the built-in catalog (median and p95)."""
     from graph_store.models import Tool
-    from proxy.tools.catalog import builtin_tools
+    from proxy.tools.packs.math.catalog import builtin_tools
     from retriever.config import RetrieverConfig
     from retriever.documents import tool_fields
     from retriever.embedder import load_encoder

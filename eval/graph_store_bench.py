@@ -25,9 +25,9 @@ from pathlib import Path
 
 from eval.data_folder import dataset
 from graph_store.edges.build import build_graph
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.catalog import import_paths
 from graph_store.ingest.toolbench import toolbench_name
-from graph_store.memory import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore, graph_stats, neighbors
 from testing.arcadedb_server import ArcadeDBServer

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.taskbench import parse_links, parse_taskbench
-from graph_store.memory import InProcessStore
 from graph_store.models import Tool
 from proxy.plan.model import Plan, SubTask, subtask_problems
 

@@ -50,7 +50,7 @@ from graph_store.errors import InvalidItem
 from retriever.config import RetrieverConfig
 
 if TYPE_CHECKING:
-    from proxy.config import Planner, Settings
+    from proxy.config import PlannerSettings, Settings
     from proxy.plan.candidates import CandidateFinder, GraphMode
     from retriever.embedder import Encoder, Vectors
 
@@ -99,7 +99,7 @@ def evaluate(
     policies: Sequence[str],
     *,
     cache_dir: Path | None,
-    planner: Planner | None = None,
+    planner: PlannerSettings | None = None,
     retriever: RetrieverConfig | None = None,
     progress: bool = True,
 ) -> dict[str, dict[str, float]]:
@@ -146,7 +146,7 @@ def evaluate(
     return results
 
 
-def _selection(policy: str, planner: Planner | None) -> tuple[GraphMode, int]:
+def _selection(policy: str, planner: PlannerSettings | None) -> tuple[GraphMode, int]:
     """The graph mode and beam a policy names; ``default`` is the proxy's own settings."""
     if policy == "default":
         return (planner.graph_mode, planner.beam) if planner else ("rerank", BEAM)

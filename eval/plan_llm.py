@@ -29,11 +29,11 @@ from eval.plan_data import Dataset, Request, Tally, f1, score_plan
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError
 from proxy.llm import Message, MeteredModel, UpstreamModel, metered
-from proxy.plan._llm import prompt
 from proxy.plan.candidates import KEEP_RETRIEVED, CandidateFinder, weights_from
 from proxy.plan.model import Candidate, Decision, Plan
 from proxy.plan.planner import RequestPlanner
 from proxy.plan.policy import embed_subtasks
+from proxy.plan.prompting import prompt
 from proxy.upstream import ModelRouter
 from proxy.upstream.relay import RelayUpstream, make_session
 

@@ -47,7 +47,7 @@ from tqdm import tqdm
 from eval.data_folder import dataset
 from eval.plan_data import Dataset, Request, Tally, score_plan
 from graph_store.edges.schema_deps import schema_edges
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import ALL_KINDS, Edge, EdgeKind, Provenance, Tool
 from graph_store.names import normalise_name, tool_id
 from graph_store.store import neighbors

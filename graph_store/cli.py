@@ -18,9 +18,9 @@ from typing import TextIO
 
 from graph_store.edges.build import build_graph
 from graph_store.edges.llm_deps import Judge, LlmReport, openai_judge
+from graph_store.embedded import InProcessStore
 from graph_store.errors import GraphStoreError, InvalidItem, JudgeUnavailable
 from graph_store.ingest.catalog import FORMATS, import_paths
-from graph_store.memory import InProcessStore
 from graph_store.models import ALL_KINDS, Direction, EdgeKind
 from graph_store.store import GraphStore, expand, graph_stats, neighbors, open_store
 

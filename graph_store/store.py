@@ -1,6 +1,6 @@
 """One interface over the tool catalog and graph, whichever backend holds them.
 
-:class:`GraphStore` is implemented by :class:`graph_store.memory.InProcessStore` (the
+:class:`GraphStore` is implemented by :class:`graph_store.embedded.InProcessStore` (the
 embedded default, persisted under ``data_dir``) and by
 :class:`graph_store.neo4j_store.Neo4jStore`; both pass the same tests. Ranking of
 neighbours is done here, once, so that both backends answer identically.
@@ -203,6 +203,6 @@ def open_store(data_dir: Path, neo4j_uri: str | None = None) -> GraphStore:
         from graph_store.neo4j_store import Neo4jStore
 
         return Neo4jStore.from_uri(neo4j_uri)
-    from graph_store.memory import InProcessStore
+    from graph_store.embedded import InProcessStore
 
     return InProcessStore.open(data_dir / "graph")

@@ -18,14 +18,14 @@ from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
 from proxy.console import router as console_router
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
+from proxy.http_responses import error_response
 from proxy.logs import configure_logging
 from proxy.mcp import router as mcp_registry_router
 from proxy.mcp_server.router import route as mcp_route
 from proxy.middleware import ObservabilityMiddleware, UnprefixedPaths
 from proxy.orchestrate import router as orchestrate_router
-from proxy.passthrough.router import routes as relayed_routes
 from proxy.registry import router as registry_router
-from proxy.responses import error_response
+from proxy.relayed.router import routes as relayed_routes
 from proxy.responses_api.router import routes as responses_routes
 from proxy.services import AppServices, open_services
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from proxy import metrics
-from proxy.responses import JSONResponse
+from proxy.http_responses import JSONResponse
 from proxy.services import services_of
 
 router = APIRouter(tags=["operations"])

@@ -1,5 +1,5 @@
 """GET /v1/models and /v1/models/{id}: the routing table's names, else the upstream's
-own list (:class:`~proxy.passthrough.models.ModelCatalog`)."""
+own list (:class:`~proxy.relayed.models.ModelCatalog`)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 
 from proxy.auth import authenticate
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.registry.protocol import RegisterTools
 from proxy.registry.router import require_admin
 
@@ -36,7 +36,7 @@ _DESCRIPTION = (
 #: The routes that read their JSON body themselves (size limits first), by path and method.
 _BODIES: dict[tuple[str, str], type[BaseModel]] = {
     ("/v1/toolgraph/tools", "post"): RegisterTools,
-    ("/v1/toolgraph/mcp/servers", "post"): McpServer,
+    ("/v1/toolgraph/mcp/servers", "post"): McpServerSettings,
 }
 _SCHEMES = {
     "master_key": {

@@ -167,7 +167,12 @@ def _rows(fields: dict[str, FieldInfo], key_prefix: str, env_prefix: str) -> Ite
         # pydantic-settings reads lists and mappings from the environment as JSON.
         json_valued = get_origin(field.annotation) in (list, dict)
         env_cell = "—" if not env_prefix else f"`{env}` (JSON)" if json_valued else f"`{env}`"
-        type_name = f"list of {item.__name__}" if item else _type_name(field.annotation)
+        # a section class is ``<Name>Settings``; a user writes entries of a <Name>
+        type_name = (
+            f"list of {item.__name__.removesuffix('Settings')}"
+            if item
+            else _type_name(field.annotation)
+        )
         description = field.description or ""
         yield SettingRow(key, env_cell, type_name, _default(field), description)
         if item is not None:

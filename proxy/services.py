@@ -43,24 +43,24 @@ from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
+from proxy.modes import ChatMode, Modes
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
-from proxy.passthrough.models import ModelCatalog
-from proxy.passthrough.service import RelayService
 from proxy.protocol.chat import Mode
-from proxy.protocol.mode import ChatMode, Modes
 from proxy.readiness import Check, Loading, Readiness, http_check, neo4j_check, redis_check
 from proxy.registry.fetch import OpenApiFetcher
 from proxy.registry.service import ToolRegistry
+from proxy.relayed.models import ModelCatalog
+from proxy.relayed.service import RelayService
 from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.service import ResponsesService
 from proxy.responses_api.store import ResponseStore
 from proxy.select.service import SelectService
 from proxy.tenancy.callers import Authenticator
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
 from proxy.upstream.translated import LiteLLMUpstream, load_litellm

@@ -40,9 +40,9 @@ from proxy.execute.service import ToolExecutor
 from proxy.mcp.catalog import is_mcp_tool
 from proxy.mcp.registered import open_server_list
 from proxy.mcp.sources import McpSources
-from proxy.tools.catalog import builtin_tools
-from proxy.tools.database.catalog import database_tools
-from proxy.tools.knowledge_graph.catalog import knowledge_graph_tools
+from proxy.tools.packs.database.catalog import database_tools
+from proxy.tools.packs.knowledge_graph.catalog import knowledge_graph_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 
 COMMANDS = ("tools",)
 _NODE = "call"

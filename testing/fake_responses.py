@@ -16,13 +16,9 @@ from typing import Any
 from proxy import json_codec, sse
 from proxy.protocol.chat import ChatCompletion, ChatCompletionChunk
 from proxy.protocol.responses import ResponsesRequest
-from proxy.protocol.translation import (
-    EventTranslator,
-    chat_body,
-    conversation,
-    skeleton,
-    to_response,
-)
+from proxy.responses_api.translation.events import EventTranslator
+from proxy.responses_api.translation.request import chat_body, conversation
+from proxy.responses_api.translation.response import skeleton, to_response
 from testing.fake_wire import send, send_json
 
 

@@ -2,10 +2,13 @@
 
 Inside ``proxy/`` the layers are, bottom to top (the README's "Layers" section draws them):
 
-    core    config, errors, context, metrics, kv, sse, llm, the wire protocol, the upstream client
-    engine  plan, execute, tools                       (what a request is turned into)
-    modes   passthrough (chat), select, orchestrate, registry   (one service per mode)
-    web     routers, middleware, auth, app, services, cli      (HTTP and process edges)
+    core    config/, errors, context, metrics, kv, sse, llm, modes (the interface every mode
+            implements), protocol/ (the wire), upstream/ (the upstream client)
+    engine  plan/, execute/, tools/ (packs/, sandbox/), mcp/   (what a request is turned into)
+    modes   chat/ (passthrough), select/, orchestrate/, registry/, relayed/, responses_api/
+                                                        (one service per mode or API)
+    web     routers, middleware, auth, app, services, cli, http_responses, console/,
+            mcp_server/                                 (HTTP and process edges)
 
 A module may import from its own layer and the ones below it, never above. Across the
 top level, ``graph_store`` sits below ``retriever``, both below ``proxy``, then
@@ -32,6 +35,7 @@ TOP_LEVEL = ("graph_store", "retriever", "proxy", "testing", "eval")
 _PLACES = {
     "proxy": "core",
     "proxy.config": "core",
+    "proxy.modes": "core",
     "proxy.errors": "core",
     "proxy.context": "core",
     "proxy.metrics": "core",
@@ -46,12 +50,14 @@ _PLACES = {
     "proxy.plan": "engine",
     "proxy.execute": "engine",
     "proxy.tools": "engine",
+    "proxy.tools.packs": "engine",
+    "proxy.tools.sandbox": "engine",
     "proxy.mcp": "engine",
     "proxy.chat": "modes",
     "proxy.select": "modes",
     "proxy.orchestrate": "modes",
     "proxy.registry": "modes",
-    "proxy.passthrough": "modes",
+    "proxy.relayed": "modes",
     "proxy.responses_api": "modes",
     "proxy.mcp_server": "web",
     "proxy.console": "web",
@@ -67,7 +73,7 @@ _PLACES = {
     "proxy.auth": "web",
     "proxy.health": "web",
     "proxy.models_router": "web",
-    "proxy.responses": "web",
+    "proxy.http_responses": "web",
     "proxy.disconnect": "web",
     "proxy.streaming": "web",
     "proxy.reference": "web",
@@ -243,6 +249,10 @@ def test_the_checker_sees_an_upward_import_and_a_circle() -> None:
     assert layer_of("proxy.plan.search") == "engine"
     assert layer_of("proxy.orchestrate.router") == "web"
     assert layer_of("proxy.kv") == "core"
+    assert layer_of("proxy.config.loader") == "core"
+    assert layer_of("proxy.relayed.service") == "modes"
+    assert layer_of("proxy.responses_api.translation.events") == "modes"
+    assert layer_of("proxy.http_responses") == "web"
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
     graph = import_graph()

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.toolbench import parse_corpus
-from graph_store.memory import InProcessStore
 from graph_store.models import Tool
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 
 SEED = 19  # the number: any fixed seed will do
 _ON_TOPIC = re.compile(

@@ -3,7 +3,7 @@ knowledge-graph pack's demo geography graph, and the packs that answer them.
 
 ``python -m eval.e2e --suite packs`` runs these tasks instead of the default 28:
 
-* ``database`` (7): questions over ``url: demo`` (:mod:`proxy.tools.database.demo`)
+* ``database`` (7): questions over ``url: demo`` (:mod:`proxy.tools.packs.database.demo`)
   that need one to three of the pack's calls (find which column holds a value, look
   at its distinct values or date format, run one SELECT): a count, a sum, a ranking
   across three to five joined tables. No model knows these answers by heart: the
@@ -30,11 +30,10 @@ from typing import Any
 
 from eval.e2e.tasks import Task
 from graph_store.models import Tool
-from proxy.config import DatabasePack as DatabaseSettings
-from proxy.config import KnowledgeGraphPack as GraphSettings
+from proxy.config import DatabasePackSettings, KnowledgeGraphPackSettings
 from proxy.tools.builtin import PythonTools
-from proxy.tools.database.catalog import DatabasePack, database_tools
-from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack, knowledge_graph_tools
+from proxy.tools.packs.database.catalog import DatabasePack, database_tools
+from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack, knowledge_graph_tools
 
 SIZES = (20, 100, 1000)
 #: The ``packs`` section of the proxy's settings: the two demos, one entry each.
@@ -105,12 +104,12 @@ PACK_TASKS: tuple[Task, ...] = (
 )  # fmt: skip
 
 
-def _databases() -> list[DatabaseSettings]:
-    return [DatabaseSettings(**entry) for entry in PACKS["database"]]
+def _databases() -> list[DatabasePackSettings]:
+    return [DatabasePackSettings(**entry) for entry in PACKS["database"]]
 
 
-def _graphs() -> list[GraphSettings]:
-    return [GraphSettings(**entry) for entry in PACKS["knowledge_graph"]]
+def _graphs() -> list[KnowledgeGraphPackSettings]:
+    return [KnowledgeGraphPackSettings(**entry) for entry in PACKS["knowledge_graph"]]
 
 
 def pack_tools() -> list[Tool]:

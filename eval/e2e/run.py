@@ -31,8 +31,8 @@ from eval.e2e.tasks import Task, is_correct
 from graph_store.models import Tool
 from proxy.app import create_app
 from proxy.config import load_settings
-from proxy.tools.catalog import python_tools
-from proxy.tools.sandbox import Sandbox
+from proxy.tools.packs.math.catalog import python_tools
+from proxy.tools.sandbox.runner import Sandbox
 from testing.serve import serve_in_thread
 
 PROXY_SHARE = 0.9  # of the client's timeout, given to the proxy as timeouts.request

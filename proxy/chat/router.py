@@ -2,7 +2,7 @@
 to that mode's service, answer JSON for a reply and server-sent events for a stream.
 
 The mode is decided once, here, into the request's context; the services behind
-:class:`~proxy.protocol.mode.Modes` all have one shape (:class:`~proxy.protocol.mode.ChatMode`).
+:class:`~proxy.modes.Modes` all have one shape (:class:`~proxy.modes.ChatMode`).
 
 This is a plain Starlette route, not a FastAPI one: the body is read and checked
 here anyway, and skipping FastAPI's dependency solving saves about 0.05 ms of the
@@ -20,13 +20,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from proxy.auth import authenticate
-from proxy.config import Limits
+from proxy.config import LimitsSettings
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
+from proxy.http_responses import respond
+from proxy.modes import ChatCall
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
 from proxy.protocol.chat import ChatCompletionRequest, parse_request
-from proxy.protocol.mode import ChatCall
-from proxy.responses import respond
 from proxy.services import services_of
 
 IDEMPOTENCY_KEY = "idempotency-key"
@@ -54,7 +54,7 @@ async def create_chat_completion(request: Request) -> Response:
 
 
 def parse_body(
-    raw: bytes, mode: str | None, limits: Limits, batched: bool = False
+    raw: bytes, mode: str | None, limits: LimitsSettings, batched: bool = False
 ) -> tuple[Any, ChatCompletionRequest]:
     """The decoded body and its checked request: lengths and depth first, fields last."""
     item_limits = {"messages": limits.max_messages, "tools": limits.max_tools}

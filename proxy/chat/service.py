@@ -12,8 +12,8 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from proxy.context import RequestContext
+from proxy.modes import ChatCall, Events
 from proxy.protocol.chat import ChatCompletionRequest
-from proxy.protocol.mode import ChatCall, Events
 from proxy.upstream import ModelRouter, Reply, Target, Upstreams, relay_events, within
 
 #: What select mode does to a request before it goes upstream: its tools cut down.

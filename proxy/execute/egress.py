@@ -29,7 +29,7 @@ from typing import Any
 
 import httpcore
 
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.errors import EgressDenied
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
@@ -61,7 +61,7 @@ class EgressPolicy:
         self._resolve = resolver
 
     @classmethod
-    def from_settings(cls, executor: Executor) -> EgressPolicy:
+    def from_settings(cls, executor: ExecutorSettings) -> EgressPolicy:
         return cls(executor.allowed_hosts, allow_private=executor.allow_private_networks)
 
     def check_host(self, host: str) -> None:

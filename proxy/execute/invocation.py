@@ -28,7 +28,7 @@ from pydantic import JsonValue
 
 from graph_store.ingest.mcp import SCHEME as MCP_SCHEME
 from graph_store.models import ParamLocation, Tool
-from proxy.config import Executor, ToolCredential
+from proxy.config import ExecutorSettings, ToolCredentialSettings
 from proxy.errors import (
     ToolError,
     ToolHttpStatus,
@@ -66,7 +66,7 @@ def tool_host(tool: Tool) -> str:
     return "local"
 
 
-def make_http_client(policy: EgressPolicy, executor: Executor) -> httpx.AsyncClient:
+def make_http_client(policy: EgressPolicy, executor: ExecutorSettings) -> httpx.AsyncClient:
     """The one client a catalog's HTTP tools share; every hop and address policed."""
 
     async def check_hop(request: httpx.Request) -> None:
@@ -85,7 +85,7 @@ def make_http_client(policy: EgressPolicy, executor: Executor) -> httpx.AsyncCli
     )
 
 
-def _guarded_pool(policy: EgressPolicy, executor: Executor) -> httpcore.AsyncConnectionPool:
+def _guarded_pool(policy: EgressPolicy, executor: ExecutorSettings) -> httpcore.AsyncConnectionPool:
     return httpcore.AsyncConnectionPool(
         ssl_context=ssl.create_default_context(),
         max_connections=executor.max_concurrency,
@@ -107,7 +107,7 @@ class HttpRequest:
 class HttpInvoker:
     """HTTP tools: requests built from the Tool's endpoint, retried when that is safe."""
 
-    def __init__(self, client: httpx.AsyncClient, executor: Executor) -> None:
+    def __init__(self, client: httpx.AsyncClient, executor: ExecutorSettings) -> None:
         self._client = client
         self._credentials = list(executor.credentials)
         self._retries = executor.retries
@@ -180,7 +180,7 @@ class HttpInvoker:
         return ToolError(f"cannot reach {tool.name}: {type(exc).__name__}", param=tool.name)
 
 
-def _credential_value(cred: ToolCredential, tool: Tool) -> str:
+def _credential_value(cred: ToolCredentialSettings, tool: Tool) -> str:
     value = cred.value()
     if value is None:
         raise ToolError(f"the credential for {cred.host} ({cred.env}) is not set", param=tool.name)

@@ -40,7 +40,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import JsonValue
 
 from proxy import metrics
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.errors import (
     MissingArguments,
     ToolError,
@@ -180,7 +180,7 @@ class PlanRun:
 class Scheduler:
     """Runs plans under process-wide limits; one per app."""
 
-    def __init__(self, limits: Executor) -> None:
+    def __init__(self, limits: ExecutorSettings) -> None:
         self._limits = limits
         self._global = asyncio.Semaphore(limits.max_concurrency)
         self._hosts: dict[str, asyncio.Semaphore] = {}

@@ -20,9 +20,7 @@ from pydantic import JsonValue
 from redis.asyncio import Redis
 
 from graph_store.models import Tool
-from proxy.config import DatabasePack as DatabaseSettings
-from proxy.config import Executor
-from proxy.config import KnowledgeGraphPack as GraphSettings
+from proxy.config import DatabasePackSettings, ExecutorSettings, KnowledgeGraphPackSettings
 from proxy.execute.arguments import ArgumentWriter
 from proxy.execute.compress import Compressed, Compressor
 from proxy.execute.egress import EgressPolicy
@@ -33,10 +31,10 @@ from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
 from proxy.kv import Bound, open_key_value
 from proxy.llm import ChatModel
-from proxy.tools.catalog import python_tools
-from proxy.tools.database.catalog import DatabasePack
-from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
-from proxy.tools.sandbox import Sandbox
+from proxy.tools.packs.database.catalog import DatabasePack
+from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack
+from proxy.tools.packs.math.catalog import python_tools
+from proxy.tools.sandbox.runner import Sandbox
 from proxy.tools.variables import Variables
 
 #: Field lists kept (one per tool and version; the oldest goes), and the largest.
@@ -71,12 +69,12 @@ class ToolExecutor:
 
     def __init__(
         self,
-        settings: Executor,
+        settings: ExecutorSettings,
         redis: Redis | None = None,
         client: httpx.AsyncClient | None = None,
         mcp: ToolInvoker | None = None,
-        databases: Sequence[DatabaseSettings] = (),
-        graphs: Sequence[GraphSettings] = (),
+        databases: Sequence[DatabasePackSettings] = (),
+        graphs: Sequence[KnowledgeGraphPackSettings] = (),
     ) -> None:
         self.settings = settings
         self.policy = EgressPolicy.from_settings(settings)

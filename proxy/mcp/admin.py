@@ -28,7 +28,7 @@ from pydantic import JsonValue
 from graph_store.ingest.mcp import parse_mcp
 from graph_store.models import Tool
 from graph_store.store import GraphStore
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import Conflict, Forbidden, ToolgraphError
 from proxy.mcp.catalog import SyncReport, is_mcp_tool
 from proxy.mcp.connection import McpConnection
@@ -64,7 +64,7 @@ class McpRegistry:
         self._writing = asyncio.Lock()
         self._heard = asyncio.Event()
 
-    async def add(self, server: McpServer) -> dict[str, JsonValue]:
+    async def add(self, server: McpServerSettings) -> dict[str, JsonValue]:
         async with self._writing:
             self._check_allowed(server)
             connection = await self._sources.add(server)
@@ -76,7 +76,7 @@ class McpRegistry:
         await self.announce()
         return (await self._summaries([connection]))[0]
 
-    async def check(self, server: McpServer) -> dict[str, JsonValue]:
+    async def check(self, server: McpServerSettings) -> dict[str, JsonValue]:
         """What adding ``server`` would bring, read over a session of its own: the
         catalog name, MCP name and description of each tool, and the items refused."""
         self._check_allowed(server)
@@ -92,7 +92,7 @@ class McpRegistry:
             "refused": [f"{e.item}: {e.problem}" for e in parsed.errors],
         }
 
-    def _check_allowed(self, server: McpServer) -> None:
+    def _check_allowed(self, server: McpServerSettings) -> None:
         if server.name in self._fixed:
             raise Conflict(f"MCP server {server.name!r} is in the settings file", param="name")
         if server.url is None and not self._commands:
@@ -152,7 +152,7 @@ class McpRegistry:
                 if running.get(name) != server:
                     self._launch(server)
 
-    def _launch(self, server: McpServer) -> None:
+    def _launch(self, server: McpServerSettings) -> None:
         log.info("MCP server %s was added by another process: starting it", server.name)
         try:
             self._sources.launch(server)
@@ -181,7 +181,7 @@ class McpRegistry:
         }
 
 
-def _describe(server: McpServer) -> dict[str, JsonValue]:
+def _describe(server: McpServerSettings) -> dict[str, JsonValue]:
     return {
         "name": server.name,
         "transport": "stdio" if server.url is None else "http",

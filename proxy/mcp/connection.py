@@ -35,7 +35,7 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import CONNECTION_CLOSED
 from pydantic import JsonValue, ValidationError
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import EgressDenied, ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.progress import progress_line, reporter
@@ -68,7 +68,11 @@ _SDK_ERRORS = (
 
 class McpConnection:
     def __init__(
-        self, server: McpServer, call_timeout: float, on_tools: OnTools, policy: EgressPolicy
+        self,
+        server: McpServerSettings,
+        call_timeout: float,
+        on_tools: OnTools,
+        policy: EgressPolicy,
     ) -> None:
         self.server = server
         self._policy = policy

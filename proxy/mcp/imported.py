@@ -35,7 +35,7 @@ from redis.asyncio import Redis
 
 from graph_store.store import GraphStore, open_store
 from proxy._command import CommandFailed
-from proxy.config import McpServer, Settings
+from proxy.config import McpServerSettings, Settings
 from proxy.errors import ToolgraphError
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.catalog import sync_server
@@ -61,7 +61,7 @@ def is_server_spec(path: Path) -> bool:
     return isinstance(loaded, dict) and any(key in loaded for key in _KEYS)
 
 
-def read_spec(path: Path) -> list[McpServer]:
+def read_spec(path: Path) -> list[McpServerSettings]:
     """The servers of spec ``path``; a server that is not valid is a :class:`CommandFailed`."""
     loaded = _load(path)
     if "mcp_servers" in loaded:
@@ -76,9 +76,9 @@ def read_spec(path: Path) -> list[McpServer]:
     return [_server(path, item) for item in items]
 
 
-def _server(path: Path, item: object) -> McpServer:
+def _server(path: Path, item: object) -> McpServerSettings:
     try:
-        return McpServer.model_validate(item)
+        return McpServerSettings.model_validate(item)
     except ValidationError as exc:
         problem = exc.errors()[0]
         where = ".".join(str(part) for part in problem["loc"]) or "the server"
@@ -115,7 +115,9 @@ def import_specs(paths: list[Path], settings: Settings) -> tuple[list[str], list
     return asyncio.run(_import_all(servers, settings))
 
 
-async def _import_all(servers: list[McpServer], settings: Settings) -> tuple[list[str], list[str]]:
+async def _import_all(
+    servers: list[McpServerSettings], settings: Settings
+) -> tuple[list[str], list[str]]:
     policy = EgressPolicy.from_settings(settings.executor)
     fixed = {server.name for server in settings.mcp_servers}
     redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
@@ -138,7 +140,11 @@ async def _import_all(servers: list[McpServer], settings: Settings) -> tuple[lis
 
 
 async def _import_one(
-    server: McpServer, policy: EgressPolicy, store: GraphStore, kept: ServerList, fixed: bool
+    server: McpServerSettings,
+    policy: EgressPolicy,
+    store: GraphStore,
+    kept: ServerList,
+    fixed: bool,
 ) -> str:
     if server.url is not None:
         policy.check_host(urlsplit(server.url).hostname or "")

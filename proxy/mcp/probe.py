@@ -24,7 +24,7 @@ from mcp import Client, MCPError
 from mcp_types import CONNECTION_CLOSED
 from pydantic import JsonValue, ValidationError
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import EgressDenied, ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.connection import list_tools
@@ -50,7 +50,7 @@ _FAILURES = (
 )
 
 
-async def probe_server(server: McpServer, policy: EgressPolicy) -> list[JsonValue]:
+async def probe_server(server: McpServerSettings, policy: EgressPolicy) -> list[JsonValue]:
     """``server``'s whole listing, read over a session opened for it and closed after."""
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         transport = WatchedTransport(server, server.connect_timeout, policy, errlog=errlog)
@@ -84,7 +84,9 @@ def _tail(errlog: TextIO) -> str:
     return errlog.read().strip()[-STDERR_CHARS:]
 
 
-def _in_words(server: McpServer, exc: BaseException, stderr: str, statuses: list[int]) -> ToolError:
+def _in_words(
+    server: McpServerSettings, exc: BaseException, stderr: str, statuses: list[int]
+) -> ToolError:
     if isinstance(exc, EgressDenied):
         return exc
     param = "url" if server.url is not None else "command"
@@ -99,7 +101,7 @@ def _in_words(server: McpServer, exc: BaseException, stderr: str, statuses: list
     )
 
 
-def _problem(server: McpServer, exc: BaseException, where: str) -> str:
+def _problem(server: McpServerSettings, exc: BaseException, where: str) -> str:
     if isinstance(exc, FileNotFoundError | PermissionError):
         reason = "no such file" if isinstance(exc, FileNotFoundError) else "not executable"
         return f"cannot start {server.command[0]!r} ({reason})"

@@ -27,22 +27,22 @@ from pydantic import TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import StoreUnavailable
 
 FILE_NAME = "mcp_servers.json"
 REDIS_KEY = "toolgraph:mcp_servers"
 #: The notices' channel for "the list changed" (proxy.orchestrate.notices).
 MCP_SERVERS_CHANNEL = "toolgraph:mcp_servers"
-_SERVERS = TypeAdapter(list[McpServer])
+_SERVERS = TypeAdapter(list[McpServerSettings])
 
 
 class ServerList(Protocol):
-    async def load(self) -> list[McpServer]:
+    async def load(self) -> list[McpServerSettings]:
         """The servers added through the API, by name."""
         ...
 
-    async def put(self, server: McpServer) -> None:
+    async def put(self, server: McpServerSettings) -> None:
         """Keep ``server`` (one of the same name is replaced)."""
         ...
 
@@ -60,17 +60,17 @@ class FileServers:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / FILE_NAME
 
-    async def load(self) -> list[McpServer]:
+    async def load(self) -> list[McpServerSettings]:
         return await asyncio.to_thread(self._read)
 
-    async def put(self, server: McpServer) -> None:
+    async def put(self, server: McpServerSettings) -> None:
         servers = [s for s in await self.load() if s.name != server.name]
         await asyncio.to_thread(self._write, sorted([*servers, server], key=_name))
 
     async def remove(self, name: str) -> None:
         await asyncio.to_thread(self._write, [s for s in await self.load() if s.name != name])
 
-    def _read(self) -> list[McpServer]:
+    def _read(self) -> list[McpServerSettings]:
         """None when there is no file; a file that does not parse is an error naming
         it (hand-edited, most likely)."""
         try:
@@ -82,7 +82,7 @@ class FileServers:
         except ValidationError as exc:
             raise ValueError(f"{self.path}: not a list of MCP servers: {exc}") from None
 
-    def _write(self, servers: list[McpServer]) -> None:
+    def _write(self, servers: list[McpServerSettings]) -> None:
         records = [_record(server) for server in servers]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_suffix(f".{os.getpid()}.tmp")
@@ -94,7 +94,7 @@ class RedisServers:
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
 
-    async def load(self) -> list[McpServer]:
+    async def load(self) -> list[McpServerSettings]:
         try:
             fields = await self._redis.hgetall(REDIS_KEY)
         except (RedisError, OSError) as exc:
@@ -102,12 +102,12 @@ class RedisServers:
         servers = []
         for name, value in fields.items():
             try:
-                servers.append(McpServer.model_validate_json(value))
+                servers.append(McpServerSettings.model_validate_json(value))
             except ValidationError as exc:
                 raise ValueError(f"Redis {REDIS_KEY} {name!r}: not an MCP server: {exc}") from None
         return sorted(servers, key=_name)
 
-    async def put(self, server: McpServer) -> None:
+    async def put(self, server: McpServerSettings) -> None:
         try:
             await self._redis.hset(REDIS_KEY, server.name, json.dumps(_record(server)))
         except (RedisError, OSError) as exc:
@@ -120,11 +120,11 @@ class RedisServers:
             raise _unavailable(exc) from None
 
 
-def _name(server: McpServer) -> str:
+def _name(server: McpServerSettings) -> str:
     return server.name
 
 
-def _record(server: McpServer) -> dict[str, object]:
+def _record(server: McpServerSettings) -> dict[str, object]:
     return server.model_dump(mode="json", exclude_defaults=True)
 
 

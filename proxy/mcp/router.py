@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import Forbidden
+from proxy.http_responses import JSONResponse
 from proxy.mcp.admin import McpRegistry
 from proxy.protocol.body import read_model
 from proxy.registry.router import require_admin
-from proxy.responses import JSONResponse
 from proxy.services import services_of
 
 PREFIX = "/v1/toolgraph/mcp/servers"
@@ -34,7 +34,7 @@ async def add_server(request: Request, dry_run: bool = False) -> JSONResponse:
     """Add a server (the settings file's ``mcp_servers`` item shape) and connect to it;
     ``?dry_run=true`` connects once, lists its tools and keeps nothing."""
     limits = services_of(request).settings.limits
-    server = await read_model(request, limits, McpServer, "invalid_mcp_server")
+    server = await read_model(request, limits, McpServerSettings, "invalid_mcp_server")
     if dry_run:
         return JSONResponse(await _registry(request).check(server))
     return JSONResponse(await _registry(request).add(server), status_code=201)

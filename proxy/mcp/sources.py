@@ -25,7 +25,7 @@ from pydantic import JsonValue
 from graph_store.ingest.mcp import SCHEME
 from graph_store.models import Tool
 from graph_store.store import GraphStore
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import Conflict, NotFound, ToolError
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.catalog import SyncReport, is_mcp_tool, sync_server
@@ -44,7 +44,7 @@ async def _nothing() -> None:
 class McpSources:
     def __init__(
         self,
-        servers: Sequence[McpServer],
+        servers: Sequence[McpServerSettings],
         call_timeout: float,
         store: GraphStore | None,
         on_change: OnChange | None = None,
@@ -58,7 +58,7 @@ class McpSources:
         self._ending: set[McpConnection] = set()  # removed or stopped, not closed yet
         self._writing = asyncio.Lock()
 
-    def _connection(self, server: McpServer) -> McpConnection:
+    def _connection(self, server: McpServerSettings) -> McpConnection:
         return McpConnection(server, self._call_timeout, self._on_tools, self._policy)
 
     def start(self) -> None:
@@ -83,14 +83,14 @@ class McpSources:
     def connections(self) -> list[McpConnection]:
         return list(self._connections.values())
 
-    async def add(self, server: McpServer) -> McpConnection:
+    async def add(self, server: McpServerSettings) -> McpConnection:
         """Start ``server`` and wait for its first connection attempt (at most its
         ``connect_timeout``); a server that is down stays added and is retried."""
         connection = self.launch(server)
         await connection.tried.wait()
         return connection
 
-    def launch(self, server: McpServer) -> McpConnection:
+    def launch(self, server: McpServerSettings) -> McpConnection:
         """Start ``server`` in the background."""
         if server.name in self._connections:
             raise Conflict(f"an MCP server named {server.name!r} exists", param="name")
@@ -100,7 +100,7 @@ class McpSources:
         connection.start()
         return connection
 
-    async def probe(self, server: McpServer) -> list[JsonValue]:
+    async def probe(self, server: McpServerSettings) -> list[JsonValue]:
         """``server``'s listing over a session of its own, closed after; nothing is kept."""
         if server.name in self._connections:
             raise Conflict(f"an MCP server named {server.name!r} exists", param="name")

@@ -23,7 +23,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.execute.egress import EgressPolicy, GuardedBackend
 
 Message = SessionMessage | Exception
@@ -73,7 +73,7 @@ class WatchedTransport:
 
     def __init__(
         self,
-        server: McpServer,
+        server: McpServerSettings,
         connect_timeout: float,
         policy: EgressPolicy,
         *,

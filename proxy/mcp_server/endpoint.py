@@ -29,9 +29,9 @@ from starlette.types import Receive, Scope, Send
 
 from proxy.context import RequestContext
 from proxy.errors import AuthenticationFailed, ToolgraphError
+from proxy.http_responses import error_response
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
-from proxy.responses import error_response
 from proxy.tenancy.callers import Authenticator
 
 INSTRUCTIONS = (

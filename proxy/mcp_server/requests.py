@@ -21,11 +21,11 @@ from pydantic import JsonValue, ValidationError
 from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError
+from proxy.modes import ChatCall
 from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.service import Orchestrator
 from proxy.orchestrate.turn import TRACE_HEADER
 from proxy.protocol.chat import ChatCompletionRequest
-from proxy.protocol.mode import ChatCall
 
 
 class RequestTools:

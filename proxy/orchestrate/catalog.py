@@ -56,13 +56,13 @@ from graph_store.store import GraphStore, open_store
 from proxy.config import Settings
 from proxy.errors import ToolgraphError
 from proxy.select.service import SelectService
-from proxy.tools.catalog import builtin_tools
-from proxy.tools.database.catalog import database_tools
-from proxy.tools.knowledge_graph.catalog import (
+from proxy.tools.packs.database.catalog import database_tools
+from proxy.tools.packs.knowledge_graph.catalog import (
     EDGE_ORIGIN,
     knowledge_graph_edges,
     knowledge_graph_tools,
 )
+from proxy.tools.packs.math.catalog import builtin_tools
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
     from proxy.plan.memory import PlanMemory

@@ -1,4 +1,4 @@
-"""Orchestrate mode behind the shape every mode has (:class:`~proxy.protocol.mode.ChatMode`).
+"""Orchestrate mode behind the shape every mode has (:class:`~proxy.modes.ChatMode`).
 
 What the router used to do for orchestrate mode alone lives here: start the turn,
 claim its ``Idempotency-Key`` (or replay the answer stored under it), then run it.
@@ -10,10 +10,10 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from proxy.errors import ToolgraphError
+from proxy.modes import Answer, ChatCall, Events
 from proxy.orchestrate.idempotency import REPLAYED, Claim, Stored
 from proxy.orchestrate.service import Orchestrator
 from proxy.orchestrate.turn import Turn
-from proxy.protocol.mode import Answer, ChatCall, Events
 from proxy.upstream import Reply
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from proxy.config import Orchestrate, Settings
+from proxy.config import OrchestrateSettings, Settings
 from proxy.errors import StoreFull, StoreUnavailable
 from proxy.execute.service import ExecutedPlan
 from proxy.kv import Bound, KeyValue, open_key_value
@@ -52,7 +52,7 @@ class Stores:
     keys: KeyValue
 
     @classmethod
-    def open(cls, redis: Redis | None, options: Orchestrate) -> Stores:
+    def open(cls, redis: Redis | None, options: OrchestrateSettings) -> Stores:
         keys = Bound("idempotency_keys", options.max_idempotency_keys, ANSWER_BYTES, evict=False)
         return cls(
             traces=open_key_value(redis, Bound("traces", options.max_traces, TRACE_BYTES)),

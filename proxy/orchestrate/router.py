@@ -11,8 +11,8 @@ from starlette.responses import Response
 from proxy.auth import authenticate
 from proxy.context import RequestContext
 from proxy.errors import NotFound
+from proxy.http_responses import JSONResponse
 from proxy.orchestrate.traces import TraceFilter, trace_summary
-from proxy.responses import JSONResponse
 from proxy.services import services_of
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")

@@ -37,7 +37,7 @@ from retriever.encoder import Encoder
 from retriever.index import ToolIndex
 
 if TYPE_CHECKING:
-    from proxy.config import Planner
+    from proxy.config import PlannerSettings
 
 GraphMode = Literal["strict", "blend", "rerank"]
 
@@ -68,7 +68,7 @@ class GraphWeights:
         return self.bonus[kind] * (1.0 - self.weight_share + self.weight_share * weight)
 
 
-def weights_from(planner: Planner) -> GraphWeights:
+def weights_from(planner: PlannerSettings) -> GraphWeights:
     return GraphWeights(
         {
             EdgeKind.STRONG_DEP: planner.strong_bonus,

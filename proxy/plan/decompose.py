@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pydantic import JsonValue, ValidationError
 
 from proxy.llm import Message, MeteredModel, parse_object
-from proxy.plan._llm import PlanningFailed, prompt
 from proxy.plan.model import SubTask, subtask_problems
+from proxy.plan.prompting import PlanningFailed, prompt
 
 
 @dataclass(frozen=True)

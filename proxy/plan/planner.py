@@ -27,16 +27,15 @@ from typing import TYPE_CHECKING
 
 from graph_store.errors import GraphStoreError
 from proxy import metrics
-from proxy.config import Planner as PlannerConfig
-from proxy.config import PlannerProfile
+from proxy.config import PlannerProfile, PlannerSettings
 from proxy.errors import ToolgraphError
 from proxy.llm import ChatModel, MeteredModel, metered
-from proxy.plan._llm import PlanningFailed
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.decompose import decompose
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.preconditions import enforce_preconditions
+from proxy.plan.prompting import PlanningFailed
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
 from proxy.plan.triage import CLOSEST as TRIAGE_CLOSEST
 from proxy.plan.triage import tool_line, triage
@@ -54,7 +53,7 @@ class RequestPlanner:
         self,
         finder: CandidateFinder,
         encoder: Encoder,
-        config: PlannerConfig,
+        config: PlannerSettings,
         memory: PlanMemory | None = None,
     ) -> None:
         self.finder = finder
@@ -92,7 +91,7 @@ class RequestPlanner:
         conversation: str,
         model: ChatModel | None,
         scope: str | None,
-        config: PlannerConfig,
+        config: PlannerSettings,
         exclude: frozenset[str],
     ) -> Plan:
         if model is None or config.policy == "graph":
@@ -115,7 +114,7 @@ class RequestPlanner:
         conversation: str,
         counted: MeteredModel,
         scope: str | None,
-        config: PlannerConfig,
+        config: PlannerSettings,
         exclude: frozenset[str],
     ) -> Plan:
         """The request as one sub-task, without a decomposition; decomposed after all when
@@ -139,7 +138,7 @@ class RequestPlanner:
         conversation: str,
         counted: MeteredModel,
         scope: str | None,
-        config: PlannerConfig,
+        config: PlannerSettings,
         exclude: frozenset[str],
     ) -> Plan:
         """The request decomposed into sub-tasks, a tool chosen for each."""
@@ -172,7 +171,7 @@ class RequestPlanner:
         subtasks: Sequence[SubTask],
         counted: MeteredModel,
         scope: str | None,
-        config: PlannerConfig,
+        config: PlannerSettings,
         exclude: frozenset[str],
     ) -> Plan:
         plan = Plan(list(subtasks), {}, "llm")

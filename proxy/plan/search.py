@@ -32,10 +32,10 @@ from typing import Literal
 from pydantic import JsonValue
 
 from proxy.llm import Message, MeteredModel, parse_object
-from proxy.plan._llm import prompt
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.model import Candidate, Decision, Plan, SubTask, topological
 from proxy.plan.policy import best_candidate, chosen_tool_ids, runners_up
+from proxy.plan.prompting import prompt
 from retriever.embedder import Vectors
 
 PickMode = Literal["llm", "confident", "first"]

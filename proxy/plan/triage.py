@@ -23,7 +23,7 @@ from typing import Literal
 
 from proxy.errors import ToolgraphError
 from proxy.llm import Message, MeteredModel
-from proxy.plan._llm import prompt
+from proxy.plan.prompting import prompt
 
 Sort = Literal["none", "one", "several"]
 SORTS: tuple[Sort, ...] = ("none", "one", "several")

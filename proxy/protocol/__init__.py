@@ -1,8 +1,9 @@
 """The OpenAI wire: typed models of what clients send and what they get back.
 
 One module per API, as vLLM's ``protocol.py`` ended up split: :mod:`.chat` for chat
-completions, :mod:`.responses` for the Responses API, and :mod:`.translation`, the one
-translation from the second to the first and back (the modes speak chat only). What the
+completions, :mod:`.responses` for the Responses API (its translation into chat
+completions and back, used by that API alone, is :mod:`proxy.responses_api.translation`:
+the modes speak chat only). What the
 APIs share is in :mod:`.base` (the two base models, the error object, pydantic
 locations in OpenAI's spelling) and :mod:`.body`.
 

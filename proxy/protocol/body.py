@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect, Request
 
 from proxy import json_codec
-from proxy.config import Limits
+from proxy.config import LimitsSettings
 from proxy.errors import ClientClosedRequest, InvalidRequest, RequestTooLarge
 from proxy.protocol._chunked_json import CHUNK_BYTES, ShapeError, TooDeep, TooManyItems
 from proxy.protocol._chunked_json import loads_in_chunks as _loads_in_chunks
@@ -50,7 +50,7 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-async def decode_body(raw: bytes, limits: Limits) -> Any:
+async def decode_body(raw: bytes, limits: LimitsSettings) -> Any:
     """:func:`decode_json` for a body that has no top-level lists of its own to bound,
     in a worker thread when it is large."""
     if len(raw) <= ON_LOOP_BYTES:
@@ -58,7 +58,7 @@ async def decode_body(raw: bytes, limits: Limits) -> Any:
     return await asyncio.to_thread(decode_json, raw, limits.max_json_depth, {})
 
 
-async def read_model(request: Request, limits: Limits, model: type[M], code: str) -> M:
+async def read_model(request: Request, limits: LimitsSettings, model: type[M], code: str) -> M:
     """The body read, decoded and validated as ``model``; a body it refuses is a 400 with
     ``code``, in pydantic's words, naming the first field that is wrong."""
     body = await decode_body(await read_body(request, limits.max_body_bytes), limits)

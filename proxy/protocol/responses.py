@@ -3,7 +3,7 @@ object with its output items and usage, and the typed events of its stream.
 
 In the order of OpenAI's reference, as :mod:`proxy.protocol.chat` is for chat
 completions. Every model keeps unknown fields (see :mod:`proxy.protocol.base`). The
-modes never see these shapes: :mod:`proxy.protocol.translation` turns a request into
+modes never see these shapes: :mod:`proxy.responses_api.translation` turns a request into
 a chat completion request and the answer (whole or streamed) back into these.
 
 Only the parts toolgraph translates are typed strictly: message, ``function_call``,

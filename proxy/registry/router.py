@@ -7,10 +7,10 @@ import hmac
 from fastapi import APIRouter, Depends, Request
 
 from proxy.errors import AuthenticationFailed, Forbidden
+from proxy.http_responses import JSONResponse
 from proxy.protocol.body import read_model
 from proxy.registry.protocol import RegisterTools, tool_summary
 from proxy.registry.service import ToolRegistry
-from proxy.responses import JSONResponse
 from proxy.services import services_of
 
 PREFIX = "/v1/toolgraph/tools"

@@ -24,7 +24,7 @@ from proxy.protocol.responses import (
     ResponseItemList,
     ResponsesRequest,
 )
-from proxy.protocol.translation import new_id
+from proxy.responses_api.translation.response import new_id
 
 Items = list[dict[str, Any]]
 

@@ -25,9 +25,9 @@ from urllib.parse import quote
 from proxy import json_codec
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError
-from proxy.passthrough.service import RelayedCall, RelayService
-from proxy.protocol.mode import Answer
+from proxy.modes import Answer
 from proxy.protocol.responses import RESPONSES, ResponsesHead
+from proxy.relayed.service import RelayedCall, RelayService
 from proxy.upstream import ModelRouter, Reply, Target, within
 from proxy.upstream.relay import RelayUpstream
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from proxy import json_codec, sse
-from proxy.protocol.mode import Answer, Events
+from proxy.modes import Answer, Events
 from proxy.responses_api.store import ResponseStore
 from proxy.upstream import Reply
 

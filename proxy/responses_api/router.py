@@ -15,12 +15,12 @@ from starlette.routing import Route
 
 from proxy.auth import authenticate
 from proxy.chat.router import IDEMPOTENCY_KEY, with_mode_header
-from proxy.config import Limits
+from proxy.config import LimitsSettings
 from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest
+from proxy.http_responses import respond
 from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
-from proxy.responses import respond
 from proxy.responses_api.items import parse_query
 from proxy.services import services_of
 
@@ -70,7 +70,7 @@ async def delete_response(request: Request) -> Response:
     return respond(await services_of(request).responses.delete(scope, response_id, context))
 
 
-def decode(raw: bytes, mode: str | None, limits: Limits) -> Any:
+def decode(raw: bytes, mode: str | None, limits: LimitsSettings) -> Any:
     """The decoded body, within its limits: lengths and depth first, fields later."""
     body: Any = decode_json(raw, limits.max_json_depth, {"tools": limits.max_tools})
     items = body.get("input") if isinstance(body, dict) else None

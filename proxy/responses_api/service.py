@@ -4,7 +4,7 @@ by the request's mode as chat is, and its answer translated back.
 The mode is decided once, from the request's head; a passthrough request to an
 upstream that speaks the Responses API itself is relayed as it is
 (:mod:`proxy.responses_api.native`). The modes are the same services chat completions
-dispatches to (:class:`~proxy.protocol.mode.Modes`); nothing here knows which one runs. The
+dispatches to (:class:`~proxy.modes.Modes`); nothing here knows which one runs. The
 conversation a request continues (``previous_response_id``) is read from the
 :class:`~proxy.responses_api.store.ResponseStore` before, and the answer stored
 after, unless the client says ``store: false``.
@@ -20,9 +20,9 @@ from typing import Any
 from proxy import json_codec, sse
 from proxy.context import RequestContext
 from proxy.errors import UpstreamError
+from proxy.modes import Answer, ChatCall, Events, Modes
 from proxy.protocol.body import ON_LOOP_BYTES
 from proxy.protocol.chat import Mode, parse_request, read_chunk, read_completion
-from proxy.protocol.mode import Answer, ChatCall, Events, Modes
 from proxy.protocol.responses import (
     DeletedResponse,
     Response,
@@ -31,19 +31,13 @@ from proxy.protocol.responses import (
     parse_head,
     parse_responses_request,
 )
-from proxy.protocol.translation import (
-    EventTranslator,
-    Messages,
-    assistant_message,
-    chat_body,
-    conversation,
-    skeleton,
-    to_response,
-)
 from proxy.responses_api.items import ItemQuery, Items, page, request_items
 from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.owners import owned
 from proxy.responses_api.store import ResponseStore, Stored, not_found
+from proxy.responses_api.translation.events import EventTranslator
+from proxy.responses_api.translation.request import Messages, chat_body, conversation
+from proxy.responses_api.translation.response import assistant_message, skeleton, to_response
 from proxy.upstream import Reply
 
 log = logging.getLogger(__name__)

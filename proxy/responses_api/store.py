@@ -21,7 +21,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from proxy import json_codec
-from proxy.config import Responses
+from proxy.config import ResponsesSettings
 from proxy.errors import InvalidRequest, NotFound, StoreFull
 from proxy.kv import Bound, KeyValue, open_key_value
 
@@ -42,7 +42,7 @@ class Stored:
 
 
 class ResponseStore:
-    def __init__(self, redis: Redis | None, settings: Responses) -> None:
+    def __init__(self, redis: Redis | None, settings: ResponsesSettings) -> None:
         bound = Bound("responses", settings.max_stored, settings.max_stored_bytes)
         self._kv: KeyValue = open_key_value(redis, bound)
         self._ttl = settings.store_ttl

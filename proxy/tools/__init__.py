@@ -1,7 +1,10 @@
-"""The built-in tool pack: the course assistant's math and simulation tools.
+"""Tools that run inside toolgraph: the packs, the sandbox some of them run in, and
+what they share with the executor.
 
-Offline, on SymPy and NumPy, each call in a sandboxed process (``sandbox``).
-``catalog`` turns the pack into catalog ``Tool`` records and in-process tools
-(``builtin``: the ``builtin:`` scheme and :class:`~proxy.tools.builtin.PythonTools`).
-The executor imports this package; nothing here imports the executor.
+``packs``: the math pack (SymPy and NumPy, each call in the sandbox), the database pack
+and the knowledge-graph pack, each turned into catalog ``Tool`` records and in-process
+tools. ``sandbox``: the fork server and the process that talks to it. Beside them,
+``builtin`` (the ``builtin:`` scheme and :class:`~proxy.tools.builtin.PythonTools`),
+``variables`` (a request's entity sets) and ``errors`` (a tool's input error). The
+executor imports this package; nothing here imports the executor.
 """

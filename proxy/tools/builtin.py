@@ -1,7 +1,7 @@
 """In-process tools as the catalog names them: a ``builtin:<name>`` endpoint.
 
 The executor's :class:`~proxy.execute.invocation.Invoker` routes such endpoints to
-a :class:`PythonTools`; the built-in pack (:mod:`proxy.tools.catalog`) fills one.
+a :class:`PythonTools`; the built-in pack (:mod:`proxy.tools.packs.math.catalog`) fills one.
 They live here, below the executor, so that the pack never imports it.
 """
 

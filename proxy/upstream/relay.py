@@ -2,7 +2,7 @@
 
 One relay serves every route that goes upstream as it came: chat completions (the
 default ``path``), and the embeddings, completions and moderations routes
-(:mod:`proxy.passthrough`); :meth:`RelayUpstream.get` reads the upstream's model list.
+(:mod:`proxy.relayed`); :meth:`RelayUpstream.get` reads the upstream's model list.
 Requests go out over one shared aiohttp pool of HTTP/1.1 keep-alive connections
 (aiohttp, not httpx: on this path it measured 0.12 ms a request against httpx's
 0.53 ms; the script, ``eval/bench_http_clients.py``, is in git history). Streamed
@@ -22,7 +22,7 @@ import aiohttp
 from yarl import URL
 
 from proxy import json_codec, sse
-from proxy.config import Timeouts
+from proxy.config import TimeoutsSettings
 from proxy.context import RequestContext
 from proxy.errors import ToolgraphError, UpstreamError, UpstreamTimeout, UpstreamUnreachable
 from proxy.upstream.base import FORWARDED_HEADER_PREFIXES, Reply, observe_wait, record_usage
@@ -41,7 +41,7 @@ _USAGE = b'"usage":{'  # in the one event of a stream that counts tokens
 _TOKEN_COUNT = re.compile(rb'"(prompt_tokens|completion_tokens)"\s*:\s*(\d+)')
 
 
-def make_session(timeouts: Timeouts, max_connections: int = 1024) -> aiohttp.ClientSession:
+def make_session(timeouts: TimeoutsSettings, max_connections: int = 1024) -> aiohttp.ClientSession:
     """The one pool every relayed request shares; call inside the running loop."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(

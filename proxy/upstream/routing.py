@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from proxy.config import ModelRoute, PlannerProfile, Settings
+from proxy.config import ModelRouteSettings, PlannerProfile, Settings
 
 # litellm providers that speak OpenAI's chat API at their base URL, so bytes can be
 # relayed as they are instead of being parsed and rebuilt by litellm.
@@ -74,7 +74,7 @@ class ModelRouter:
         return Target(model, f"openai/{model}", self._default_base_url, self._default_key, "relay")
 
 
-def _route_target(route: ModelRoute) -> Target:
+def _route_target(route: ModelRouteSettings) -> Target:
     target = _target(route.litellm_model, route.api, route.base_url, route.api_key(), route.name)
     return dataclasses.replace(target, responses=route.responses, planner=route.planner)
 

@@ -17,9 +17,9 @@ from eval.e2e.packs import PACK_TASKS, pack_tools
 from eval.e2e.report import markdown, summarise
 from eval.e2e.run import Row, RunConfig, run_all
 from eval.e2e.tasks import PACK_SYSTEM, SYSTEM, TASKS, is_correct, system_for
-from proxy.config import KnowledgeGraphPack as GraphSettings
-from proxy.tools.database.demo import DEMO
-from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
+from proxy.config import KnowledgeGraphPackSettings
+from proxy.tools.packs.database.demo import DEMO
+from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack
 from proxy.tools.variables import Variables, bound_variables
 from testing.brain import Brain, plan_of
 from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
@@ -60,7 +60,7 @@ def test_database_answers_hold_on_the_shipped_database(task_id: str) -> None:
 
 
 async def test_graph_answers_hold_on_the_demo_graph() -> None:
-    pack = KnowledgeGraphPack.open([GraphSettings(name="geo", path=Path("demo"))])
+    pack = KnowledgeGraphPack.open([KnowledgeGraphPackSettings(name="geo", path=Path("demo"))])
     tools = pack.functions()
     try:
         with bound_variables(Variables()):

@@ -10,9 +10,13 @@ from pydantic import JsonValue
 from eval.e2e.__main__ import suite_tasks
 from eval.e2e.tasks import TASKS, Task, is_correct
 from eval.e2e.unseen import ASIDE, DEV
-from proxy.tools.calculus import calculate_derivative, calculate_integral, evaluate_expression
-from proxy.tools.simulation import run_simulation
-from proxy.tools.vectors import vector_operation
+from proxy.tools.packs.math.calculus import (
+    calculate_derivative,
+    calculate_integral,
+    evaluate_expression,
+)
+from proxy.tools.packs.math.simulation import run_simulation
+from proxy.tools.packs.math.vectors import vector_operation
 
 
 def test_parts_are_disjoint_from_each_other_and_the_suite() -> None:

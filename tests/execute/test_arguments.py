@@ -9,7 +9,7 @@ import pytest
 from pydantic import JsonValue
 
 from graph_store.models import Endpoint, Provenance, Tool
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.errors import MissingArguments, ToolError, ToolHttpStatus, ToolInputRejected
 from proxy.execute.arguments import ArgumentWriter, validate_arguments
 from proxy.execute.invocation import Invoker
@@ -18,8 +18,8 @@ from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Outcome, Scheduler, rejected_input
 from proxy.llm import UpstreamModel
 from proxy.tools.builtin import PythonTools
-from proxy.tools.catalog import builtin_tools, python_tools
-from proxy.tools.sandbox import Sandbox
+from proxy.tools.packs.math.catalog import builtin_tools, python_tools
+from proxy.tools.sandbox.runner import Sandbox
 from testing.fake_upstream import FakeUpstream, Script
 
 BOOK = Tool(
@@ -196,7 +196,7 @@ async def test_a_plan_asks_the_user_instead_of_guessing(
         )
     )
     upstream.enqueue(answer({"missing": ["nights"], "question": "For how many nights?"}))
-    run = await Scheduler(Executor()).execute(plan, runner)
+    run = await Scheduler(ExecutorSettings()).execute(plan, runner)
     assert run.records["find"].outcome is Outcome.OK
     assert run.records["book"].outcome is Outcome.NEEDS_INPUT
     assert run.records["confirm"].outcome is Outcome.SKIPPED
@@ -232,7 +232,7 @@ async def test_written_arguments_drive_a_real_builtin_tool(
                 ),
             )
         )
-        run = await Scheduler(Executor()).execute(plan, runner)
+        run = await Scheduler(ExecutorSettings()).execute(plan, runner)
         record = run.records["depth"]
         assert record.outcome is Outcome.OK
         assert record.arguments["variables"] == {"f": 1e9, "sigma": 5.8e7}
@@ -273,7 +273,7 @@ async def test_an_earlier_result_named_by_its_step_is_substituted(
                 ),
             )
         )
-        run = await Scheduler(Executor(call_timeout=120)).execute(plan, runner)
+        run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, runner)
         assert run.ok, run.unfinished()
         record = run.records["s3"]
         assert record.arguments == {"expression": "4.0 + 32.0"}
@@ -309,7 +309,7 @@ async def test_the_tools_own_input_error_goes_back_to_the_writer_once(
     upstream.enqueue(
         answer({"hotel_id": "h-9", "nights": 2}), answer({"hotel_id": "h-42", "nights": 2})
     )
-    run = await Scheduler(Executor()).execute(BOOK_PLAN, runner)
+    run = await Scheduler(ExecutorSettings()).execute(BOOK_PLAN, runner)
     record = run.records["book"]
     assert record.outcome is Outcome.OK, record.error
     assert record.arguments == {"hotel_id": "h-42", "nights": 2}
@@ -329,7 +329,7 @@ async def test_a_second_rejection_fails_the_call_without_a_third_try(
     upstream.enqueue(
         answer({"hotel_id": "h-9", "nights": 2}), answer({"hotel_id": "h-7", "nights": 2})
     )
-    run = await Scheduler(Executor()).execute(BOOK_PLAN, _full_hotel_runner(model, booked))
+    run = await Scheduler(ExecutorSettings()).execute(BOOK_PLAN, _full_hotel_runner(model, booked))
     assert run.records["book"].outcome is Outcome.FAILED
     assert "h-9 is full" in run.records["book"].error
     assert len(booked) == 2
@@ -343,7 +343,7 @@ async def test_the_plans_own_arguments_are_not_rewritten_after_a_rejection(
     plan = ToolPlan(
         nodes=(PlanNode(id="book", tool="book_room", arguments={"hotel_id": "h-9", "nights": 2}),)
     )
-    run = await Scheduler(Executor()).execute(plan, _full_hotel_runner(model, booked))
+    run = await Scheduler(ExecutorSettings()).execute(plan, _full_hotel_runner(model, booked))
     assert run.records["book"].outcome is Outcome.FAILED
     assert len(booked) == 1
     assert upstream.requests == []

@@ -10,7 +10,7 @@ import pytest
 from pydantic import JsonValue
 
 from graph_store.models import Endpoint, ParamLocation, Provenance, Tool
-from proxy.config import Executor, ToolCredential
+from proxy.config import ExecutorSettings, ToolCredentialSettings
 from proxy.errors import EgressDenied, ToolError, ToolInputRejected, ToolResponseTooLarge
 from proxy.execute.egress import EgressPolicy, is_public
 from proxy.execute.invocation import HttpInvoker, Invoker, make_http_client
@@ -35,10 +35,10 @@ def http_tool(name: str, url: str, method: str = "GET", **locations: ParamLocati
     )
 
 
-def executor(**overrides: object) -> Executor:
+def executor(**overrides: object) -> ExecutorSettings:
     values: dict[str, object] = {"retry_backoff": 0.01, "call_timeout": 5.0}
     values.update(overrides)
-    return Executor.model_validate(values)
+    return ExecutorSettings.model_validate(values)
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ async def test_arguments_go_where_the_endpoint_puts_them(
         x_trace=ParamLocation.HEADER,
         session=ParamLocation.COOKIE,
     )
-    credential = ToolCredential(host="127.0.0.1", env="HOTEL_API_KEY", header="x-api-key")
+    credential = ToolCredentialSettings(host="127.0.0.1", env="HOTEL_API_KEY", header="x-api-key")
     output = await invoke(
         tool,
         {"hotel_id": "a/b c", "lang": "en", "x_trace": "t1", "session": "s1", "guests": 2},
@@ -105,7 +105,7 @@ async def test_a_credential_never_shows_in_an_error(
     tools_server: ToolServer, secret_env: None
 ) -> None:
     tool = http_tool("leaky", f"{tools_server.url}/leaky")
-    credential = ToolCredential(host="127.0.0.1", env="HOTEL_API_KEY", header="x-api-key")
+    credential = ToolCredentialSettings(host="127.0.0.1", env="HOTEL_API_KEY", header="x-api-key")
     with pytest.raises(ToolError) as raised:
         await invoke(tool, {}, credentials=[credential])
     assert "HTTP 401" in raised.value.message
@@ -173,7 +173,7 @@ async def test_the_default_policy_refuses_ssrf(tools_server: ToolServer, url: st
     port = tools_server.url.rsplit(":", 1)[1]
     tool = http_tool("ssrf", url.format(port=port))
     with pytest.raises(EgressDenied, match="non-public address"):
-        await invoke(tool, {}, EgressPolicy.from_settings(Executor()))
+        await invoke(tool, {}, EgressPolicy.from_settings(ExecutorSettings()))
     assert tools_server.hits["/echo"] == 0  # refused before any connection attempt
 
 
@@ -299,7 +299,7 @@ async def test_a_query_credential_reaches_the_service_only(
     tools_server: ToolServer, secret_env: None
 ) -> None:
     tool = http_tool("echo", f"{tools_server.url}/echo")
-    credential = ToolCredential(host="127.0.0.1", env="HOTEL_API_KEY", query="key")
+    credential = ToolCredentialSettings(host="127.0.0.1", env="HOTEL_API_KEY", query="key")
     output = await invoke(tool, {"q": "x", "key": "the model's guess"}, credentials=[credential])
     assert tools_server.last["query"] == {"q": "x", "key": SECRET}
     # the service echoed the key back: what the proxy keeps of the answer masks it

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import JsonValue, ValidationError
 
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.scheduler import CallRecord, Outcome, Scheduler
 
@@ -78,10 +78,10 @@ def span(record: CallRecord) -> tuple[float, float]:
     return record.started, record.finished
 
 
-def limits(**overrides: object) -> Executor:
+def limits(**overrides: object) -> ExecutorSettings:
     values: dict[str, object] = {"call_timeout": 5.0, "deadline": 10.0}
     values.update(overrides)
-    return Executor.model_validate(values)
+    return ExecutorSettings.model_validate(values)
 
 
 async def test_a_call_starts_when_its_own_inputs_exist_not_when_a_level_ends() -> None:

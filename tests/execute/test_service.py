@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from graph_store.models import Endpoint, Provenance, Tool
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.execute.compress import serialize
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.invocation import make_http_client
@@ -21,7 +21,7 @@ from proxy.execute.runner import InFlight
 from proxy.execute.scheduler import CallRecord, Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 from testing.fake_upstream import FakeUpstream, Script
 from tests.execute.tool_server import serve_tools
 from tests.tools.test_sandbox import capped, children
@@ -48,7 +48,7 @@ def metadata_tool(url: str) -> Tool:
 async def test_a_plan_runs_from_settings_to_compressed_results(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
-    executor = ToolExecutor(Executor(sandbox_timeout=5, compress_chars=200))
+    executor = ToolExecutor(ExecutorSettings(sandbox_timeout=5, compress_chars=200))
     tools = {tool.name: tool for tool in builtin_tools()}
     tools["steal"] = metadata_tool("http://169.254.169.254/latest/meta-data/iam/")
     tools["local"] = metadata_tool("http://127.0.0.1:6379/")
@@ -126,7 +126,7 @@ def asks_for_fields(body: Any) -> bool:
 async def test_an_output_that_feeds_another_call_is_compressed_and_counted_once(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
-    executor = ToolExecutor(Executor(sandbox_timeout=5, compress_chars=200))
+    executor = ToolExecutor(ExecutorSettings(sandbox_timeout=5, compress_chars=200))
     tools = {tool.name: tool for tool in builtin_tools()}
     plan = ToolPlan(
         nodes=(
@@ -172,7 +172,7 @@ async def test_a_call_is_compressed_as_it_finishes_while_others_still_run(
             return KEEP_CENTRE
 
         upstream.responder = open_gate
-        settings = Executor(
+        settings = ExecutorSettings(
             sandbox_timeout=5,
             compress_chars=200,
             call_timeout=60,
@@ -197,7 +197,7 @@ async def test_a_call_is_compressed_as_it_finishes_while_others_still_run(
 async def test_a_field_choice_that_overruns_keeps_the_output_truncated(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
-    executor = ToolExecutor(Executor(sandbox_timeout=5, compress_chars=200, call_timeout=5))
+    executor = ToolExecutor(ExecutorSettings(sandbox_timeout=5, compress_chars=200, call_timeout=5))
     tools = {tool.name: tool for tool in builtin_tools()}
     upstream.enqueue(Script(hang=True))  # the field list never comes
     try:
@@ -215,7 +215,7 @@ async def test_a_field_choice_that_overruns_keeps_the_output_truncated(
 
 
 async def test_a_shared_client_stays_open_for_its_owner() -> None:
-    settings = Executor()
+    settings = ExecutorSettings()
     async with make_http_client(EgressPolicy.from_settings(settings), settings) as client:
         executor = ToolExecutor(settings, client=client)
         await executor.aclose()
@@ -229,7 +229,7 @@ async def test_one_clients_expensive_builtin_calls_leave_room_for_another() -> N
     # Client a's calls are stopped (SIGSTOP) once their children run, so they hold
     # their sandbox slots for as long as the test needs; b's cheap call must be
     # answered while they do. Timeouts no load reaches: the test cancels a's calls.
-    executor = ToolExecutor(Executor(sandbox_timeout=300, call_timeout=300, deadline=300))
+    executor = ToolExecutor(ExecutorSettings(sandbox_timeout=300, call_timeout=300, deadline=300))
     tools = {tool.name: tool for tool in builtin_tools()}
     await executor.sandbox.start()
     heavy = ToolPlan(

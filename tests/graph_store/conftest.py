@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval.data_folder import data_folder
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore
 from tests.conftest import unavailable

@@ -11,9 +11,9 @@ import pytest
 
 from graph_store.edges.build import build_graph
 from graph_store.edges.schema_deps import name_key, schema_edges
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.catalog import import_paths
 from graph_store.ingest.toolbench import toolbench_name
-from graph_store.memory import InProcessStore
 from graph_store.models import EdgeKind, Tool
 from graph_store.store import GraphStore, neighbors
 from tests.graph_store.conftest import FIXTURES

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.catalog import import_paths, parse_file
 from graph_store.ingest.openapi import parse_openapi
 from graph_store.ingest.toolbench import toolbench_name
-from graph_store.memory import InProcessStore
 from graph_store.models import ParamLocation, Tool
 from graph_store.store import GraphStore
 from tests.graph_store.conftest import FIXTURES

@@ -8,8 +8,8 @@ import pytest
 
 from graph_store.edges.build import build_graph
 from graph_store.edges.llm_deps import openai_judge
+from graph_store.embedded import InProcessStore
 from graph_store.errors import JudgeUnavailable
-from graph_store.memory import InProcessStore
 from graph_store.models import EdgeKind
 from testing.fake_upstream import FakeUpstream, Script
 from tests.graph_store.tools import make_tool

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from graph_store.memory import InProcessStore
-from proxy.config import McpServer
+from graph_store.embedded import InProcessStore
+from proxy.config import McpServerSettings
 from proxy.mcp.sources import McpSources
 from testing.brain import Brain, plan_of
 from testing.fake_upstream import FakeUpstream
@@ -29,7 +29,7 @@ NODE_MODULES = Path(__file__).parent / "node/node_modules/@modelcontextprotocol"
 PYTHON_SITE = Path(__file__).parent / "python/.site"
 
 
-def node_server(name: str, package: str, *args: str) -> McpServer:
+def node_server(name: str, package: str, *args: str) -> McpServerSettings:
     """npm's ``@modelcontextprotocol/<package>`` run with Debian's ``node``; missing, it
     fails under CI and skips elsewhere."""
     node = shutil.which("node")
@@ -38,24 +38,24 @@ def node_server(name: str, package: str, *args: str) -> McpServer:
         unavailable("node is not installed (apt-get install nodejs)")
     if not entry.exists():
         unavailable(f"{package} is not installed: run `make mcp-servers`")
-    return McpServer(name=name, command=[str(node), str(entry), *args])
+    return McpServerSettings(name=name, command=[str(node), str(entry), *args])
 
 
-def pypi_server(name: str, module: str, *args: str) -> McpServer:
+def pypi_server(name: str, module: str, *args: str) -> McpServerSettings:
     """PyPI's server ``module`` run with this interpreter (whose ``mcp`` it uses); missing,
     it fails under CI and skips elsewhere."""
     if not (PYTHON_SITE / module).is_dir():
         unavailable(f"{module} is not installed: run `make mcp-servers`")
-    return McpServer(
+    return McpServerSettings(
         name=name,
         command=[sys.executable, "-m", module, *args],
         env={"PYTHONPATH": str(PYTHON_SITE)},
     )
 
 
-def python_server(name: str = "test", *flags: str, **settings: object) -> McpServer:
+def python_server(name: str = "test", *flags: str, **settings: object) -> McpServerSettings:
     """The tests' stdio server as a setting: ``python -m tests.mcp.server FLAGS``."""
-    return McpServer(
+    return McpServerSettings(
         name=name,
         command=[sys.executable, "-m", "tests.mcp.server", *flags],
         env={"PYTHONPATH": str(ROOT)},

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.openai_spec import parse_openai
-from graph_store.memory import InProcessStore
 from proxy.mcp.catalog import sync_server
 
 

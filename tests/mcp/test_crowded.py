@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.names import is_valid_name
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.execute.arguments import validate_arguments
 from proxy.mcp.sources import McpSources
 from tests.mcp.conftest import ROOT, Changes
@@ -22,8 +22,8 @@ from tests.mcp.crowded import LONG
 COUNT = 3000
 
 
-def crowded() -> McpServer:
-    return McpServer(
+def crowded() -> McpServerSettings:
+    return McpServerSettings(
         name="crowded",
         command=[sys.executable, "-m", "tests.mcp.crowded", "--tools", str(COUNT)],
         env={"PYTHONPATH": str(ROOT)},

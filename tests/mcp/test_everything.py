@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import Tool
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.progress import reported_to
@@ -49,7 +49,7 @@ LOCAL = EgressPolicy(allow_private=True)
 
 @contextlib.asynccontextmanager
 async def started(
-    server: McpServer, store: InProcessStore, policy: EgressPolicy = LOCAL
+    server: McpServerSettings, store: InProcessStore, policy: EgressPolicy = LOCAL
 ) -> AsyncIterator[McpSources]:
     mcp = McpSources([server], 30.0, store, policy=policy)
     mcp.start()
@@ -62,7 +62,7 @@ async def started(
 
 
 @contextlib.asynccontextmanager
-async def connected(server: McpServer, store: InProcessStore) -> AsyncIterator[McpSources]:
+async def connected(server: McpServerSettings, store: InProcessStore) -> AsyncIterator[McpSources]:
     async with started(server, store) as mcp:
         assert mcp.connected() == [server.name]
         yield mcp
@@ -101,7 +101,7 @@ def http_everything() -> Iterator[str]:
 
 
 async def test_stdio_tools_their_hints_and_calls(store: InProcessStore) -> None:
-    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    server = McpServerSettings(name="everything", command=[node(), str(ENTRY), "stdio"])
     async with connected(server, store) as mcp:
         names = set(store.names())
         assert {
@@ -128,7 +128,7 @@ async def test_stdio_tools_their_hints_and_calls(store: InProcessStore) -> None:
 async def test_arguments_the_server_refuses_are_a_tool_error_in_its_words(
     store: InProcessStore,
 ) -> None:
-    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    server = McpServerSettings(name="everything", command=[node(), str(ENTRY), "stdio"])
     async with connected(server, store) as mcp:
         get_sum = tool(store, "everything_get-sum")
         with pytest.raises(ToolError, match="Invalid arguments for tool get-sum") as refused:
@@ -140,7 +140,9 @@ async def test_arguments_the_server_refuses_are_a_tool_error_in_its_words(
 async def test_a_long_call_past_its_timeout_leaves_the_session_usable(
     store: InProcessStore,
 ) -> None:
-    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"], call_timeout=1.0)
+    server = McpServerSettings(
+        name="everything", command=[node(), str(ENTRY), "stdio"], call_timeout=1.0
+    )
     async with connected(server, store) as mcp:
         long = tool(store, "everything_trigger-long-running-operation")
         with pytest.raises(ToolTimeout):
@@ -150,7 +152,7 @@ async def test_a_long_call_past_its_timeout_leaves_the_session_usable(
 
 
 async def test_streamable_http(http_everything: str, store: InProcessStore) -> None:
-    server = McpServer(name="remote", url=http_everything)
+    server = McpServerSettings(name="remote", url=http_everything)
     async with connected(server, store) as mcp:
         echo = await mcp.invoke(tool(store, "remote_echo"), {"message": "over HTTP"})
         assert echo == "Echo: over HTTP"
@@ -170,7 +172,7 @@ async def test_an_http_server_outside_the_egress_policy_is_never_reached(
     reason: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    server = McpServer(name="remote", url=http_everything)
+    server = McpServerSettings(name="remote", url=http_everything)
     async with started(server, store, policy) as mcp:
         assert mcp.connected() == []
         assert store.names() == {}
@@ -180,7 +182,7 @@ async def test_an_http_server_outside_the_egress_policy_is_never_reached(
 
 
 async def test_a_calls_progress_goes_to_the_requests_reporter(store: InProcessStore) -> None:
-    server = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    server = McpServerSettings(name="everything", command=[node(), str(ENTRY), "stdio"])
     heard: list[str] = []
     async with connected(server, store) as mcp:
         long = tool(store, "everything_trigger-long-running-operation")
@@ -194,7 +196,7 @@ async def test_a_calls_progress_goes_to_the_requests_reporter(store: InProcessSt
 def test_progress_is_streamed_as_orchestrate_progress(
     start_proxy: StartProxy, brain: Brain
 ) -> None:
-    everything = McpServer(name="everything", command=[node(), str(ENTRY), "stdio"])
+    everything = McpServerSettings(name="everything", command=[node(), str(ENTRY), "stdio"])
     proxy = start_proxy(
         mcp_servers=[everything.model_dump()],
         planner={"policy": "llm", "top_k": 20, "memory_k": 0},

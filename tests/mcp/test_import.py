@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from proxy.cli import main
 from proxy.mcp.registered import FILE_NAME
 from testing.brain import Brain

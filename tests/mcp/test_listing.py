@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import EdgeKind, Tool
 from proxy.errors import ToolError
 from proxy.execute.invocation import Invoker, tool_host

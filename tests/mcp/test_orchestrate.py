@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from proxy.mcp.catalog import sync_server
 from testing.brain import Brain
 from tests.conftest import ServerThread, StartProxy

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import EgressDenied, ToolError
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.probe import probe_server
@@ -56,16 +56,16 @@ def test_a_dry_run_of_a_command_needs_the_setting(start_proxy: StartProxy) -> No
     assert refused.json()["error"]["code"] == "mcp_commands_disabled"
 
 
-def _exits(message: str) -> McpServer:
+def _exits(message: str) -> McpServerSettings:
     script = f"import sys; print({message!r}, file=sys.stderr); sys.exit(3)"
-    return McpServer(name="broken", command=[sys.executable, "-c", script])
+    return McpServerSettings(name="broken", command=[sys.executable, "-c", script])
 
 
 @pytest.mark.parametrize(
     ("server", "words"),
     [
         (
-            McpServer(name="missing", command=["/nonexistent/mcp-server"]),
+            McpServerSettings(name="missing", command=["/nonexistent/mcp-server"]),
             "cannot start '/nonexistent/mcp-server' (no such file)",
         ),
         (
@@ -74,7 +74,7 @@ def _exits(message: str) -> McpServer:
             "config.toml: no such file",
         ),
         (
-            McpServer(name="closed", url=f"http://127.0.0.1:{free_port()}/mcp"),
+            McpServerSettings(name="closed", url=f"http://127.0.0.1:{free_port()}/mcp"),
             "cannot reach http://127.0.0.1:",
         ),
         (
@@ -83,7 +83,7 @@ def _exits(message: str) -> McpServer:
         ),
     ],
 )
-async def test_a_failure_is_said_in_words(server: McpServer, words: str) -> None:
+async def test_a_failure_is_said_in_words(server: McpServerSettings, words: str) -> None:
     with pytest.raises(ToolError) as failed:
         await probe_server(server, EgressPolicy(allow_private=True))
     assert words in failed.value.message
@@ -91,6 +91,6 @@ async def test_a_failure_is_said_in_words(server: McpServer, words: str) -> None
 
 
 async def test_the_egress_policy_refuses_before_connecting() -> None:
-    server = McpServer(name="private", url=f"http://127.0.0.1:{free_port()}/mcp")
+    server = McpServerSettings(name="private", url=f"http://127.0.0.1:{free_port()}/mcp")
     with pytest.raises(EgressDenied):
         await probe_server(server, EgressPolicy())

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from pydantic import JsonValue
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import Tool
 from graph_store.store import GraphStore, open_store
 from proxy.cli import main
-from proxy.config import Executor, McpServer
+from proxy.config import ExecutorSettings, McpServerSettings
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import CallRecord
 from proxy.execute.service import ToolExecutor
@@ -35,7 +35,7 @@ READ_ONLY_ALL = {**READ_ONLY, "destructiveHint": False, "idempotentHint": True}
 
 
 @contextlib.asynccontextmanager
-async def synced(server: McpServer, store: GraphStore) -> AsyncIterator[McpSources]:
+async def synced(server: McpServerSettings, store: GraphStore) -> AsyncIterator[McpSources]:
     """``server`` started and its listing written into ``store``."""
     mcp = McpSources([server], 30.0, store)
     mcp.start()
@@ -56,7 +56,7 @@ async def run_node(
     destructive: bool = True,
 ) -> CallRecord:
     """``tool`` run as the one node of a plan, by orchestrate mode's executor."""
-    executor = ToolExecutor(Executor(), mcp=mcp)
+    executor = ToolExecutor(ExecutorSettings(), mcp=mcp)
     plan = ToolPlan(nodes=(PlanNode(id="s1", tool=tool.name, arguments=dict(arguments)),))
     try:
         executed = await executor.execute(plan, {tool.name: tool}, None, destructive=destructive)
@@ -71,15 +71,15 @@ def tool(store: InProcessStore, name: str) -> Tool:
     return found
 
 
-def files_server(folder: Path) -> McpServer:
+def files_server(folder: Path) -> McpServerSettings:
     return node_server("files", "server-filesystem", str(folder))
 
 
-def time_server() -> McpServer:
+def time_server() -> McpServerSettings:
     return pypi_server("time", "mcp_server_time", "--local-timezone", "Europe/Oslo")
 
 
-def git_server(repository: Path) -> McpServer:
+def git_server(repository: Path) -> McpServerSettings:
     return pypi_server("git", "mcp_server_git", "--repository", str(repository))
 
 
@@ -165,7 +165,7 @@ async def test_git_logs_a_repository_the_test_made(tmp_path: Path, store: InProc
         assert "First commit, by the test" in record.output
 
 
-def sync_catalog(data: Path, server: McpServer) -> None:
+def sync_catalog(data: Path, server: McpServerSettings) -> None:
     """The catalog under ``data`` holding ``server``'s tools (as a proxy would write it)."""
 
     async def sync(store: GraphStore) -> None:
@@ -180,7 +180,7 @@ def sync_catalog(data: Path, server: McpServer) -> None:
 
 
 def call_from_a_shell(
-    tmp_path: Path, server: McpServer, name: str, arguments: Mapping[str, JsonValue]
+    tmp_path: Path, server: McpServerSettings, name: str, arguments: Mapping[str, JsonValue]
 ) -> None:
     """``toolgraph tools call NAME`` with ``server`` in the settings file, once the
     catalog holds its tools."""

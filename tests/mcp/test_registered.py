@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from redis.asyncio import Redis
 
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import StoreUnavailable
 from proxy.mcp.registered import REDIS_KEY, FileServers, RedisServers, ServerList
 from tests.conftest import free_port
@@ -31,14 +31,14 @@ async def kept(
         await redis.aclose()
 
 
-def stdio(name: str, *argv: str) -> McpServer:
-    return McpServer(name=name, command=list(argv or ["mcp-server"]), env={"KEY": "v"})
+def stdio(name: str, *argv: str) -> McpServerSettings:
+    return McpServerSettings(name=name, command=list(argv or ["mcp-server"]), env={"KEY": "v"})
 
 
 async def test_kept_replaced_and_forgotten_by_name(kept: ServerList) -> None:
     assert await kept.load() == []
     await kept.put(stdio("b"))
-    await kept.put(McpServer(name="a", url="https://mcp.example.com/mcp"))
+    await kept.put(McpServerSettings(name="a", url="https://mcp.example.com/mcp"))
     assert [s.name for s in await kept.load()] == ["a", "b"]
     await kept.put(stdio("b", "other-server", "--flag"))
     (a, b) = await kept.load()

@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import Tool
-from proxy.config import McpServer
+from proxy.config import McpServerSettings
 from proxy.errors import ToolError, ToolTimeout
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.sources import McpSources
@@ -101,7 +101,9 @@ def tool_stub(server: str, name: str) -> Tool:
 async def test_a_command_that_cannot_start_leaves_the_server_unavailable(
     store: InProcessStore,
 ) -> None:
-    mcp = McpSources([McpServer(name="nowhere", command=["/nonexistent/mcp-server"])], 30.0, store)
+    mcp = McpSources(
+        [McpServerSettings(name="nowhere", command=["/nonexistent/mcp-server"])], 30.0, store
+    )
     mcp.start()
     try:
         async with asyncio.timeout(60):
@@ -115,7 +117,7 @@ async def test_an_http_server_that_refuses_connections_is_unavailable(
     store: InProcessStore,
 ) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
-    refusing = McpServer(name="refusing", url=url, connect_timeout=10.0)
+    refusing = McpServerSettings(name="refusing", url=url, connect_timeout=10.0)
     mcp = McpSources([refusing], 30.0, store, policy=EgressPolicy(allow_private=True))
     mcp.start()
     try:

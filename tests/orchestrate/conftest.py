@@ -211,8 +211,8 @@ def seed_catalog(specs: list[dict[str, Any]]) -> None:
     does: no test call, so the egress policy meets them only when they run."""
     from pathlib import Path
 
+    from graph_store.embedded import InProcessStore
     from graph_store.ingest.openai_spec import parse_openai
-    from graph_store.memory import InProcessStore
 
     parsed = parse_openai(Path("seeded.json"), {"tools": specs})
     assert not parsed.errors, parsed.errors

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.bulk import embed_documents
 from retriever.catalog import catalog_documents
 from retriever.config import RetrieverConfig

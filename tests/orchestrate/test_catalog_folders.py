@@ -11,7 +11,7 @@ from qdrant_client import QdrantClient
 from proxy.config import load_settings
 from proxy.orchestrate.catalog import CatalogService
 from proxy.select.service import SelectService
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.adapter import AdaptedEncoder
 from retriever.bulk import DiskCache, embed_documents, text_key
 from retriever.catalog import catalog_documents

@@ -11,7 +11,7 @@ from graph_store.store import open_store
 from proxy.config import Settings, load_settings
 from proxy.orchestrate.catalog import Catalog, CatalogService, StoredTools
 from proxy.select.service import SelectService
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 
 #: Generous: a loaded machine (no timing is asserted, only the order of events).
 WAIT = 300

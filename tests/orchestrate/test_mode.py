@@ -13,13 +13,13 @@ from proxy.context import RequestContext
 from proxy.errors import Conflict
 from proxy.execute.service import ToolExecutor
 from proxy.kv import Bound, MemoryKeyValue
+from proxy.modes import ChatCall
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.idempotency import Claim
 from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
 from proxy.protocol.chat import parse_request
-from proxy.protocol.mode import ChatCall
 from proxy.select.service import SelectService
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from graph_store.embedded import InProcessStore
 from graph_store.ingest.openai_spec import parse_openai
-from graph_store.memory import InProcessStore
-from proxy.config import Planner
+from proxy.config import PlannerSettings
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.planner import RequestPlanner
 from retriever.bulk import embed_documents
@@ -110,7 +110,7 @@ async def test_the_whole_request_is_searched_by_its_clauses_when_the_planner_has
 ) -> None:
     store, index = catalog
     finder = CandidateFinder(store, index, mode="rerank", clauses=encoder if clauses else None)
-    planner = RequestPlanner(finder, encoder, Planner(policy="graph", top_k=10))
+    planner = RequestPlanner(finder, encoder, PlannerSettings(policy="graph", top_k=10))
     plan = await planner.plan(WEATHER_THEN_TRANSLATION, None)
     (decision,) = [d for d in plan.decisions if d.candidates]
     offered = [c.tool for c in decision.candidates]

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import REGISTRY
 from qdrant_client import QdrantClient
 
-from proxy.config import Planner
+from proxy.config import PlannerSettings
 from proxy.execute.plan import PlanNode
 from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
 from proxy.llm import UpstreamModel
@@ -55,7 +55,7 @@ def pick(n: int, why: str = "fits") -> Script:
 def planner(finder: CandidateFinder, encoder: Encoder, **config: Any) -> RequestPlanner:
     values: dict[str, Any] = {"profile": "full", "top_k": 3, "reflection_rounds": 0, "memory_k": 0}
     values.update(config)
-    return RequestPlanner(finder, encoder, Planner(**values))
+    return RequestPlanner(finder, encoder, PlannerSettings(**values))
 
 
 def prompts(upstream: FakeUpstream) -> list[str]:
@@ -291,7 +291,10 @@ async def test_memory_is_written_only_after_a_successful_run_and_shown_later(
     await asyncio.to_thread(memory.create)
     upstream.enqueue(reply(STEPS), pick(1), pick(1), pick(1))
     subject = RequestPlanner(
-        finder, encoder, Planner(profile="full", top_k=3, reflection_rounds=0, memory_k=2), memory
+        finder,
+        encoder,
+        PlannerSettings(profile="full", top_k=3, reflection_rounds=0, memory_k=2),
+        memory,
     )
     plan = await subject.plan(REQUEST, model, "client-a")
     vectors = embed_subtasks(encoder, plan.subtasks)
@@ -442,7 +445,7 @@ async def test_the_shipped_profile_triages_and_a_routes_full_profile_decomposes(
 ) -> None:
     """One planner, two routed models: the default (`small`) asks the triage first,
     a route's `full` decomposes at once and asks every pick."""
-    subject = RequestPlanner(finder, encoder, Planner(top_k=3, memory_k=0))
+    subject = RequestPlanner(finder, encoder, PlannerSettings(top_k=3, memory_k=0))
     upstream.enqueue(reply("none"))
     small = await subject.plan("Thanks, that helps!", model)
     assert small.no_tools

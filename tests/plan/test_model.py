@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import Edge, EdgeKind, Provenance, Tool
 from proxy.plan.model import Plan, SubTask, subtask_problems, topological
 

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 import pytest
 
 from eval.plan_data import Dataset
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.neo4j_store import Neo4jStore
 from graph_store.store import GraphStore
-from proxy.config import Planner
+from proxy.config import PlannerSettings
 from proxy.llm import UpstreamModel
 from proxy.plan.candidates import CandidateFinder, GraphMode
 from proxy.plan.model import SubTask
@@ -117,7 +117,7 @@ async def test_the_llm_policy_reads_the_store_only_off_the_loop(
         reply({"verdict": "success", "reason": "fits"}),
     )
     planner = RequestPlanner(
-        finder, encoder, Planner(profile="full", top_k=3, reflection_rounds=1, memory_k=0)
+        finder, encoder, PlannerSettings(profile="full", top_k=3, reflection_rounds=1, memory_k=0)
     )
     plan = await planner.plan(REQUEST, model)
     assert plan.policy == "llm"
@@ -139,7 +139,7 @@ async def test_a_spent_step_budget_fills_the_rest_off_the_loop(
     planner = RequestPlanner(
         finder,
         encoder,
-        Planner(profile="full", top_k=3, step_budget=1, reflection_rounds=0, memory_k=0),
+        PlannerSettings(profile="full", top_k=3, step_budget=1, reflection_rounds=0, memory_k=0),
     )
     plan = await planner.plan(REQUEST, model)
     assert [d.kind for d in plan.decisions] == ["pick", "fallback", "fallback"]
@@ -156,13 +156,13 @@ async def test_the_graph_policy_and_the_fallback_read_the_store_off_the_loop(
     encoder: Encoder,
 ) -> None:
     finder = watched_finder(store, index, "rerank")
-    graph = RequestPlanner(finder, encoder, Planner(policy="graph", top_k=3))
+    graph = RequestPlanner(finder, encoder, PlannerSettings(policy="graph", top_k=3))
     subtasks = [SubTask.model_validate(step) for step in STEPS["subtasks"]]
     planned = await graph.plan_subtasks(REQUEST, subtasks, model)
     assert planned.policy == "graph"
     assert len(planned.choices) == 3
     upstream.enqueue(*[reply("not a plan")] * 3)  # decomposition fails: the fallback plans
-    fallback = await RequestPlanner(finder, encoder, Planner(profile="full", top_k=3)).plan(
+    fallback = await RequestPlanner(finder, encoder, PlannerSettings(profile="full", top_k=3)).plan(
         REQUEST, model
     )
     assert fallback.policy == "graph"

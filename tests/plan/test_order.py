@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval.plan_data import Dataset
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import Edge, EdgeKind
 from proxy.plan.candidates import DENSE_GRAPH, CandidateFinder, kept_head
 from proxy.plan.model import Candidate, SubTask

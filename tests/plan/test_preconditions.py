@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from graph_store.memory import InProcessStore
-from proxy.config import KnowledgeGraphPack as GraphSettings
-from proxy.config import Planner
+from graph_store.embedded import InProcessStore
+from proxy.config import KnowledgeGraphPackSettings, PlannerSettings
 from proxy.execute.plan import Binding
 from proxy.llm import UpstreamModel
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.planner import RequestPlanner
 from proxy.plan.preconditions import enforce_preconditions
-from proxy.tools.knowledge_graph.catalog import (
+from proxy.tools.packs.knowledge_graph.catalog import (
     EDGE_ORIGIN,
     knowledge_graph_edges,
     knowledge_graph_tools,
@@ -30,7 +29,7 @@ from retriever.embedder import Encoder
 from retriever.index import ToolIndex
 from testing.fake_upstream import FakeUpstream, Script
 
-GRAPH = GraphSettings(name="geo", path=Path("demo"))
+GRAPH = KnowledgeGraphPackSettings(name="geo", path=Path("demo"))
 
 
 @pytest.fixture
@@ -168,7 +167,7 @@ async def test_the_planner_repairs_the_plan_it_hands_over(
         Script(text=json.dumps({"choice": 1, "reason": "geo_find_entities finds it"})),
         Script(text=json.dumps({"choice": 1, "reason": "geo_get_neighbors follows borders"})),
     )
-    config = Planner(profile="full", top_k=8, reflection_rounds=0, memory_k=0)
+    config = PlannerSettings(profile="full", top_k=8, reflection_rounds=0, memory_k=0)
     plan = await RequestPlanner(finder, encoder, config).plan("Who borders Germany?", model)
     assert plan.choices == {
         "s1": "geo_find_entities",
@@ -203,7 +202,7 @@ async def test_a_one_call_triage_whose_tool_needs_an_earlier_call_is_decomposed(
         Script(text=json.dumps({"choice": 1, "reason": "geo_get_neighbors follows borders"})),
         Script(text=json.dumps({"choice": 1, "reason": "geo_count counts the set"})),
     )
-    config = Planner(profile="full", top_k=8, reflection_rounds=0, memory_k=0, triage=True)
+    config = PlannerSettings(profile="full", top_k=8, reflection_rounds=0, memory_k=0, triage=True)
     question = "How many countries border Germany?"
     plan = await RequestPlanner(finder, encoder, config).plan(question, model)
     assert plan.choices == {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import ConfigError, Planner, load_settings
+from proxy.config import ConfigError, PlannerSettings, load_settings
 from proxy.upstream import ModelRouter
 
 ROUTES = """
@@ -221,18 +221,18 @@ def test_a_bolt_password_is_a_secret(tmp_path: Path) -> None:
 
 
 def test_the_planner_profile_fills_what_the_configuration_leaves_unset() -> None:
-    small = Planner()
+    small = PlannerSettings()
     assert (small.profile, small.triage, small.pick, small.reflection_rounds) == (
         "small", True, "confident", 0,
     )  # fmt: skip
-    full = Planner(profile="full")
+    full = PlannerSettings(profile="full")
     assert (full.triage, full.pick, full.reflection_rounds) == (False, "llm", 2)
-    mixed = Planner(profile="full", pick="first")
+    mixed = PlannerSettings(profile="full", pick="first")
     assert (mixed.triage, mixed.pick) == (False, "first")
 
 
 def test_a_routes_profile_keeps_the_explicit_planner_settings() -> None:
-    config = Planner(reflection_rounds=1, top_k=7)
+    config = PlannerSettings(reflection_rounds=1, top_k=7)
     routed = config.for_profile("full")
     assert (routed.profile, routed.triage, routed.pick) == ("full", False, "llm")
     assert (routed.reflection_rounds, routed.top_k) == (1, 7)

@@ -9,14 +9,9 @@ import pytest
 from proxy.errors import InvalidRequest
 from proxy.protocol.chat import ChatCompletion, ChatCompletionChunk
 from proxy.protocol.responses import parse_responses_request
-from proxy.protocol.translation import (
-    EventTranslator,
-    assistant_message,
-    chat_body,
-    conversation,
-    skeleton,
-    to_response,
-)
+from proxy.responses_api.translation.events import EventTranslator
+from proxy.responses_api.translation.request import chat_body, conversation
+from proxy.responses_api.translation.response import assistant_message, skeleton, to_response
 
 
 def body_for(request: dict[str, Any], history: list[Any] | None = None) -> dict[str, Any]:

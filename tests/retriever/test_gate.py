@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxy.tools.catalog import builtin_tools
+from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.config import RetrieverConfig
 from retriever.documents import tool_fields
 from retriever.embedder import Encoder, bundled_model_path, load_encoder

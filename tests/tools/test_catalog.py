@@ -6,15 +6,15 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import Tool
-from proxy.config import Executor
+from proxy.config import ExecutorSettings
 from proxy.execute.invocation import Invoker
 from proxy.execute.plan import Binding, PlanNode, ToolPlan
 from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Outcome, Scheduler
-from proxy.tools.catalog import builtin_tools, python_tools
-from proxy.tools.sandbox import Sandbox
+from proxy.tools.packs.math.catalog import builtin_tools, python_tools
+from proxy.tools.sandbox.runner import Sandbox
 
 NAMES = [
     "evaluate_expression",
@@ -91,7 +91,7 @@ async def test_a_plan_of_builtin_tools_runs_in_parallel_through_the_executor(
             PlanNode(id="after", tool="evaluate_expression", needs=("hostile",)),
         )
     )
-    run = await Scheduler(Executor(call_timeout=120)).execute(plan, runner)
+    run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, runner)
     assert run.records["product"].arguments == {
         "expression": "a*b",
         "variables": {"a": 12.0, "b": 2.0},

@@ -8,8 +8,8 @@ import re
 import pytest
 from pydantic import JsonValue
 
-from proxy.tools import pack
 from proxy.tools.errors import ToolInputError
+from proxy.tools.packs.math import pack
 
 
 def call(name: str, **arguments: JsonValue) -> dict[str, JsonValue]:

@@ -15,8 +15,9 @@ import pytest
 from pydantic import JsonValue
 
 from proxy.errors import ToolInputRejected, ToolTimeout
-from proxy.tools import forkserver, pack
-from proxy.tools.sandbox import Sandbox
+from proxy.tools.packs.math import pack
+from proxy.tools.sandbox import forkserver
+from proxy.tools.sandbox.runner import Sandbox
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from proxy.config import DatabasePack as DatabaseSettings
-from proxy.tools.database.catalog import DatabasePack
-from proxy.tools.database.engine import ReadOnlyDatabase
+from proxy.config import DatabasePackSettings
+from proxy.tools.packs.database.catalog import DatabasePack
+from proxy.tools.packs.database.engine import ReadOnlyDatabase
 from testing.postgres_server import PostgresServer
 from tests.tools.database.music import build_postgres, build_sqlite
 
@@ -29,7 +29,7 @@ def postgres_url(postgres: PostgresServer) -> str:
 
 
 def open_pack(url: str, **settings: Any) -> DatabasePack:
-    return DatabasePack.open([DatabaseSettings(name="music", url=url, **settings)])
+    return DatabasePack.open([DatabasePackSettings(name="music", url=url, **settings)])
 
 
 @pytest.fixture(params=ENGINES)

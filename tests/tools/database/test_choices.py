@@ -8,12 +8,11 @@ import json
 import re
 from typing import Any
 
-from proxy.config import DatabasePack as DatabaseSettings
-from proxy.config import Executor
+from proxy.config import DatabasePackSettings, ExecutorSettings
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
-from proxy.tools.database.catalog import database_tools
+from proxy.tools.packs.database.catalog import database_tools
 from testing.fake_upstream import FakeUpstream, Script
 
 
@@ -34,7 +33,7 @@ def model_answers(request: dict[str, Any]) -> Script:
 async def test_the_table_and_column_found_are_chosen_by_number(
     sqlite_url: str, upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
-    settings = DatabaseSettings(name="music", url=sqlite_url)
+    settings = DatabasePackSettings(name="music", url=sqlite_url)
     tools = {tool.name: tool for tool in database_tools([settings])}
     plan = ToolPlan(
         nodes=(
@@ -48,7 +47,7 @@ async def test_the_table_and_column_found_are_chosen_by_number(
         )
     )
     upstream.responder = model_answers
-    executor = ToolExecutor(Executor(), databases=[settings])
+    executor = ToolExecutor(ExecutorSettings(), databases=[settings])
     try:
         executed = await executor.execute(plan, tools, model)
     finally:

@@ -13,9 +13,9 @@ import pytest
 
 from proxy.config import load_settings
 from proxy.errors import ToolInputRejected
-from proxy.tools.database.catalog import DatabasePack
-from proxy.tools.database.demo import DEMO
-from proxy.tools.database.demo.generate import generate
+from proxy.tools.packs.database.catalog import DatabasePack
+from proxy.tools.packs.database.demo import DEMO
+from proxy.tools.packs.database.demo.generate import generate
 
 TABLES = {"genres", "artists", "albums", "tracks", "customers", "invoices", "invoice_lines"}
 

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy.engine import Connection
 
 from proxy.errors import ToolInputRejected, ToolTimeout
-from proxy.tools.database.catalog import DatabasePack
-from proxy.tools.database.engine import ReadOnlyDatabase
-from proxy.tools.database.guard import StatementRefused, check_select
-from proxy.tools.database.schema import Schema
+from proxy.tools.packs.database.catalog import DatabasePack
+from proxy.tools.packs.database.engine import ReadOnlyDatabase
+from proxy.tools.packs.database.guard import StatementRefused, check_select
+from proxy.tools.packs.database.schema import Schema
 from testing.postgres_server import PostgresServer
 from tests.conftest import free_port
 from tests.tools.database.conftest import open_pack

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from proxy.config import DatabasePack as DatabaseSettings
+from proxy.config import DatabasePackSettings
 from proxy.errors import ToolInputRejected
 from proxy.execute.arguments import validate_arguments
-from proxy.tools.database.catalog import DatabasePack, database_tools
+from proxy.tools.packs.database.catalog import DatabasePack, database_tools
 from retriever.catalog import catalog_documents
 from retriever.config import RetrieverConfig
 
@@ -33,8 +33,8 @@ async def call(pack: DatabasePack, tool: str, **arguments: Any) -> Any:
 
 def test_each_database_gives_seven_tools_named_after_it() -> None:
     settings = [
-        DatabaseSettings(name="music", url="sqlite:///music.db"),
-        DatabaseSettings(name="sales", url="postgresql://u:p@db/sales", description="Orders."),
+        DatabasePackSettings(name="music", url="sqlite:///music.db"),
+        DatabasePackSettings(name="sales", url="postgresql://u:p@db/sales", description="Orders."),
     ]
     tools = database_tools(settings)
     assert len(tools) == 14
@@ -45,7 +45,9 @@ def test_each_database_gives_seven_tools_named_after_it() -> None:
 
 
 def test_the_query_tools_descriptions_carry_the_schema(engine_url: str) -> None:
-    tools = {t.name: t for t in database_tools([DatabaseSettings(name="music", url=engine_url)])}
+    tools = {
+        t.name: t for t in database_tools([DatabasePackSettings(name="music", url=engine_url)])
+    }
     for name in ("music_run_select", "music_check_where"):
         description = tools[name].description
         assert "Tables: albums(album_id, title, artist_id -> artists); " in description
@@ -57,7 +59,7 @@ def test_a_database_that_cannot_be_read_gives_plain_descriptions(
     tmp_path: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     url = f"sqlite:///{tmp_path / 'missing.db'}"
-    tools = database_tools([DatabaseSettings(name="gone", url=url)])
+    tools = database_tools([DatabasePackSettings(name="gone", url=url)])
     assert len(tools) == 7
     assert all("Tables:" not in tool.description for tool in tools)
     assert "gone: no schema in its tools' descriptions" in caplog.text
@@ -75,7 +77,9 @@ MUSIC_TABLES = {
 
 
 def test_table_parameters_are_enums_of_the_live_tables(engine_url: str) -> None:
-    tools = {t.name: t for t in database_tools([DatabaseSettings(name="music", url=engine_url)])}
+    tools = {
+        t.name: t for t in database_tools([DatabasePackSettings(name="music", url=engine_url)])
+    }
     distinct = tools["music_get_distinct_values"]
     table = distinct.param_schemas()["table"]
     assert isinstance(table["enum"], list)
@@ -97,8 +101,8 @@ def test_the_table_enums_are_checked_but_not_in_the_retrieval_documents(
     holds: with the seven table names in their documents, get_distinct_values outranked
     run_select for "the total of all invoices of the customers in France" (the pack
     suite's traces of 88feb2f). Only the query tools' outline names the tables."""
-    live = {t.name: t for t in database_tools([DatabaseSettings(name="music", url=sqlite_url)])}
-    missing = DatabaseSettings(name="music", url=f"sqlite:///{tmp_path / 'none.db'}")
+    live = {t.name: t for t in database_tools([DatabasePackSettings(name="music", url=sqlite_url)])}
+    missing = DatabasePackSettings(name="music", url=f"sqlite:///{tmp_path / 'none.db'}")
     free = {t.name: t for t in database_tools([missing])}
     documents = {d.name: d.text for d in catalog_documents(list(live.values()), RetrieverConfig())}
     without = {d.name: d.text for d in catalog_documents(list(free.values()), RetrieverConfig())}
@@ -110,7 +114,7 @@ def test_the_table_enums_are_checked_but_not_in_the_retrieval_documents(
 
 
 def test_a_database_out_of_reach_keeps_table_names_free(tmp_path: Any) -> None:
-    missing = DatabaseSettings(name="gone", url=f"sqlite:///{tmp_path / 'none.db'}")
+    missing = DatabasePackSettings(name="gone", url=f"sqlite:///{tmp_path / 'none.db'}")
     tools = {t.name: t for t in database_tools([missing])}
     assert "enum" not in tools["gone_get_distinct_values"].param_schemas()["table"]
 

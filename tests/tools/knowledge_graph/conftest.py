@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from proxy.config import KnowledgeGraphPack as GraphSettings
-from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
+from proxy.config import KnowledgeGraphPackSettings
+from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack
 from proxy.tools.variables import Variables, bound_variables
 from tests.conftest import unavailable
 from tests.tools.knowledge_graph.geography import GEO, OxigraphServer, load_bolt
@@ -39,14 +39,16 @@ def geo_bolt(bolt_uri: str) -> str:
     return bolt_uri
 
 
-def settings_for(backend: str, request: pytest.FixtureRequest, **extra: Any) -> GraphSettings:
+def settings_for(
+    backend: str, request: pytest.FixtureRequest, **extra: Any
+) -> KnowledgeGraphPackSettings:
     if backend == "embedded":
-        return GraphSettings(name="geo", path=Path("demo"), **extra)
+        return KnowledgeGraphPackSettings(name="geo", path=Path("demo"), **extra)
     if backend == "endpoint":
         server: OxigraphServer = request.getfixturevalue("sparql_server")
-        return GraphSettings(name="geo", url=server.url, **extra)
+        return KnowledgeGraphPackSettings(name="geo", url=server.url, **extra)
     uri: str = request.getfixturevalue("geo_bolt")
-    return GraphSettings(name="geo", kind="bolt", url=uri, **extra)
+    return KnowledgeGraphPackSettings(name="geo", kind="bolt", url=uri, **extra)
 
 
 @dataclass

@@ -15,7 +15,7 @@ import neo4j
 import pyoxigraph
 
 from graph_store.neo4j_store import bolt_target
-from proxy.tools.knowledge_graph.catalog import DEMO
+from proxy.tools.packs.knowledge_graph.catalog import DEMO
 from testing.arcadedb_server import free_port
 
 GEO = "http://example.org/geo/"

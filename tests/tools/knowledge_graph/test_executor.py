@@ -12,15 +12,14 @@ from typing import Any
 
 import pytest
 
-from graph_store.memory import InProcessStore
-from proxy.config import Executor
-from proxy.config import KnowledgeGraphPack as GraphSettings
+from graph_store.embedded import InProcessStore
+from proxy.config import ExecutorSettings, KnowledgeGraphPackSettings
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.llm import UpstreamModel
 from proxy.plan.model import Plan, SubTask
-from proxy.tools.knowledge_graph.catalog import (
+from proxy.tools.packs.knowledge_graph.catalog import (
     EDGE_ORIGIN,
     knowledge_graph_edges,
     knowledge_graph_tools,
@@ -29,13 +28,13 @@ from proxy.tools.variables import Variables
 from testing.fake_upstream import FakeUpstream, Script
 from tests.tools.knowledge_graph.geography import GEO
 
-GRAPH = GraphSettings(name="geo", path=Path("demo"))
+GRAPH = KnowledgeGraphPackSettings(name="geo", path=Path("demo"))
 TOOLS = {tool.name: tool for tool in knowledge_graph_tools([GRAPH])}
 
 
 @pytest.fixture
 async def executor() -> AsyncIterator[ToolExecutor]:
-    running = ToolExecutor(Executor(sandbox_timeout=5), graphs=[GRAPH])
+    running = ToolExecutor(ExecutorSettings(sandbox_timeout=5), graphs=[GRAPH])
     yield running
     await running.aclose()
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from graph_store.memory import InProcessStore
+from graph_store.embedded import InProcessStore
 from graph_store.models import EdgeKind
-from proxy.config import KnowledgeGraphPack as GraphSettings
-from proxy.tools.knowledge_graph.catalog import knowledge_graph_edges, knowledge_graph_tools
+from proxy.config import KnowledgeGraphPackSettings
+from proxy.tools.packs.knowledge_graph.catalog import knowledge_graph_edges, knowledge_graph_tools
 
 GRAPHS = [
-    GraphSettings(name="geo", path=Path("demo")),
-    GraphSettings(name="map", path=Path("x.ttl")),
+    KnowledgeGraphPackSettings(name="geo", path=Path("demo")),
+    KnowledgeGraphPackSettings(name="map", path=Path("x.ttl")),
 ]
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import ToolInputRejected
-from proxy.tools.knowledge_graph.bolt import check_read
-from proxy.tools.knowledge_graph.rdf import RdfGraph
-from proxy.tools.knowledge_graph.sparql import EmbeddedStore, SparqlEndpoint, check_query
+from proxy.tools.packs.knowledge_graph.bolt import check_read
+from proxy.tools.packs.knowledge_graph.rdf import RdfGraph
+from proxy.tools.packs.knowledge_graph.sparql import EmbeddedStore, SparqlEndpoint, check_query
 from tests.tools.knowledge_graph.conftest import Geo
 from tests.tools.knowledge_graph.geography import GEO, OxigraphServer, place_count
 
@@ -39,7 +39,7 @@ async def test_an_update_never_reaches_the_endpoint(
 
 @pytest.mark.parametrize("update", UPDATES[:3])
 async def test_the_embedded_store_refuses_an_update_too(update: str, tmp_path: object) -> None:
-    from proxy.tools.knowledge_graph.catalog import DEMO
+    from proxy.tools.packs.knowledge_graph.catalog import DEMO
 
     store = EmbeddedStore.open(DEMO, timeout=10)
     with pytest.raises(ToolInputRejected, match="only a SPARQL query may run here"):
@@ -108,7 +108,7 @@ def test_cypher_that_writes_is_refused(cypher: str) -> None:
 
 
 def test_every_query_text_of_the_pack_passes_its_own_checks() -> None:
-    from proxy.tools.knowledge_graph import bolt
+    from proxy.tools.packs.knowledge_graph import bolt
 
     texts = [value for name, value in vars(bolt).items() if name.startswith("_") and
              isinstance(value, str) and value.startswith("MATCH")]  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from proxy.errors import ToolInputRejected
-from proxy.tools.knowledge_graph.catalog import knowledge_graph_tools
+from proxy.tools.packs.knowledge_graph.catalog import knowledge_graph_tools
 from proxy.tools.variables import Variables
 from tests.tools.knowledge_graph.conftest import Geo, settings_for
 
@@ -120,7 +120,7 @@ async def test_variables_belong_to_one_request(geo: Geo) -> None:
 async def test_a_set_larger_than_the_cap_is_cut_and_says_so(
     request: pytest.FixtureRequest, geo: Geo
 ) -> None:
-    from proxy.tools.knowledge_graph.catalog import KnowledgeGraphPack
+    from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack
 
     pack = KnowledgeGraphPack.open([settings_for(geo.backend, request, max_entities=3)])
     capped = Geo(pack, geo.backend, Variables())

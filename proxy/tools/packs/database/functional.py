@@ -1,0 +1,63 @@
+"""The functional tools: model-written SQL, checked (:mod:`~proxy.tools.packs.database.guard`),
+then run on a read-only connection under a row cap and a statement timeout."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from pydantic import JsonValue
+from sqlalchemy.engine import Connection
+
+from proxy.errors import ToolInputRejected
+from proxy.tools.packs.database._values import int_argument, json_value, text_argument
+from proxy.tools.packs.database.engine import ReadOnlyDatabase
+from proxy.tools.packs.database.guard import check_select
+from proxy.tools.packs.database.navigation import find_table
+from proxy.tools.packs.database.schema import Schema
+
+_WHERE = re.compile(r"^where\s+", re.IGNORECASE)
+
+
+async def check_where(db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]) -> JsonValue:
+    """Whether a WHERE clause is valid on a table and how many rows it matches; an invalid
+    one comes back with the database's own message, for the model to fix."""
+    table_name = text_argument(arguments, "table")
+    where = _WHERE.sub("", text_argument(arguments, "where").strip())
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        table = find_table(db, connection, schema, table_name)
+        quoted = connection.dialect.identifier_preparer.quote(table.name)
+        sql = f"SELECT count(*) FROM {quoted} WHERE {where}"
+        check_select(sql, db.dialect)
+        rows = connection.exec_driver_sql(sql).scalar_one()
+        return {"table": table.name, "where": where, "valid": True, "rows": int(rows)}
+
+    try:
+        return await db.run(work)
+    except ToolInputRejected as exc:
+        if exc.param not in (db.name, "table"):
+            raise  # refused before the database: not a matter of validity
+        return {"table": table_name, "where": where, "valid": False, "error": exc.message}
+
+
+async def run_select(db: ReadOnlyDatabase, arguments: Mapping[str, JsonValue]) -> JsonValue:
+    """One SELECT; at most ``max_rows`` rows (the setting caps it), and whether there were more."""
+    sql = text_argument(arguments, "sql").strip()
+    limit = int_argument(arguments, "max_rows", db.settings.max_rows, db.settings.max_rows)
+    check_select(sql, db.dialect)
+
+    def work(connection: Connection, schema: Schema) -> JsonValue:
+        # A server-side cursor on PostgreSQL: a million-row answer is not sent to be dropped.
+        result = connection.execution_options(stream_results=True).exec_driver_sql(sql)
+        columns: list[JsonValue] = list(result.keys())
+        rows = result.fetchmany(limit + 1)
+        result.close()
+        return {
+            "columns": columns,
+            "rows": [[json_value(cell) for cell in row] for row in rows[:limit]],
+            "row_count": min(len(rows), limit),
+            "truncated": len(rows) > limit,
+        }
+
+    return await db.run(work)
