@@ -74,6 +74,8 @@ class StoreCommandSettings:
     upstream_api_key: str | None
     upstream_model: str | None
     upstream_read_timeout: float
+    #: Tools the catalog leaves out (an MCP server's that is not connected): not listed.
+    left_out: frozenset[str] = frozenset()
 
 
 def run_command(
@@ -113,7 +115,9 @@ def _import(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:
 
 
 def _list(args: argparse.Namespace, store: GraphStore, out: TextIO) -> int:
-    for tool in store.list_tools(args.category)[: args.limit]:
+    left_out: frozenset[str] = args.settings.left_out
+    tools = [tool for tool in store.list_tools(args.category) if tool.name not in left_out]
+    for tool in tools[: args.limit]:
         print(f"{tool.name}\t{tool.category}/{tool.group}\t{tool.description[:80]}", file=out)
     return 0
 

@@ -15,7 +15,10 @@ from graph_store.cli import COMMANDS as GRAPH_COMMANDS
 from graph_store.cli import StoreCommandSettings
 from graph_store.cli import add_commands as add_graph_commands
 from graph_store.cli import run_command as run_graph_command
+from graph_store.errors import GraphStoreError
+from proxy.catalog_command import served_catalog
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
+from proxy.errors import StoreUnavailable
 from proxy.logs import configure_logging
 from proxy.mcp import command as mcp_command
 from proxy.tools_command import COMMANDS as TOOL_COMMANDS
@@ -64,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in GRAPH_COMMANDS:
         return _run_graph_command(args, settings)
     if args.command in RETRIEVER_COMMANDS:
-        return run_retriever_command(args, _index_command_settings(settings))
+        left_out = _served_catalog(settings)
+        if left_out is None:
+            return 2
+        return run_retriever_command(args, _index_command_settings(settings, left_out))
     if args.command in TOOL_COMMANDS:
         return run_tool_command(args, settings)
     if args.command in mcp_command.COMMANDS:
@@ -86,10 +92,27 @@ def _run_graph_command(args: argparse.Namespace, settings: Settings) -> int:
         status = import_command(args, settings, sys.stdout)
         if not args.paths:
             return status
-    return max(status, run_graph_command(args, _store_command_settings(settings)))
+    left_out = frozenset() if args.action in _STORE_AS_IT_IS else _served_catalog(settings)
+    if left_out is None:
+        return 2
+    return max(status, run_graph_command(args, _store_command_settings(settings, left_out)))
 
 
-def _store_command_settings(settings: Settings) -> StoreCommandSettings:
+#: The commands that read or write the store as it is, not the catalog the proxy serves.
+_STORE_AS_IT_IS = ("import", "push", "pull")
+
+
+def _served_catalog(settings: Settings) -> frozenset[str] | None:
+    """The store made the catalog the proxy would serve (packs, MCP servers); the tools
+    it would leave out, or None (said on stderr) when the store cannot be read."""
+    try:
+        return served_catalog(settings, sys.stderr)
+    except (GraphStoreError, StoreUnavailable) as exc:
+        print(f"toolgraph: {exc}", file=sys.stderr)
+        return None
+
+
+def _store_command_settings(settings: Settings, left_out: frozenset[str]) -> StoreCommandSettings:
     key = settings.upstream_api_key
     return StoreCommandSettings(
         data_dir=settings.data_dir,
@@ -98,12 +121,13 @@ def _store_command_settings(settings: Settings) -> StoreCommandSettings:
         upstream_api_key=key.get_secret_value() if key else None,
         upstream_model=settings.upstream_model,
         upstream_read_timeout=settings.timeouts.upstream_read,
+        left_out=left_out,
     )
 
 
-def _index_command_settings(settings: Settings) -> IndexCommandSettings:
+def _index_command_settings(settings: Settings, left_out: frozenset[str]) -> IndexCommandSettings:
     return IndexCommandSettings(
-        settings.retriever, settings.data_dir, settings.qdrant_url, settings.neo4j_uri
+        settings.retriever, settings.data_dir, settings.qdrant_url, settings.neo4j_uri, left_out
     )
 
 

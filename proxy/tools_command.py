@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TextIO
 
 from pydantic import JsonValue
-from redis.asyncio import Redis
 
 from graph_store.models import Tool
 from graph_store.store import open_store
@@ -38,7 +37,7 @@ from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Outcome
 from proxy.execute.service import ToolExecutor
 from proxy.mcp.catalog import is_mcp_tool
-from proxy.mcp.registered import open_server_list
+from proxy.mcp.registered import configured_servers
 from proxy.mcp.sources import McpSources
 from proxy.tools.packs.database.catalog import database_tools
 from proxy.tools.packs.knowledge_graph.catalog import knowledge_graph_tools
@@ -132,14 +131,10 @@ async def _mcp_session(settings: Settings, tool: Tool) -> AsyncIterator[McpSourc
         yield None
         return
     name = tool.provenance.file
-    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
     try:
-        servers = [*settings.mcp_servers, *await open_server_list(settings.data_dir, redis).load()]
+        servers = await configured_servers(settings)
     except StoreUnavailable as exc:
         raise CommandFailed(exc.message, 1) from None
-    finally:
-        if redis is not None:
-            await redis.aclose()
     server = next((s for s in servers if s.name == name), None)
     if server is None:
         raise CommandFailed(f"{tool.name} is from MCP server {name}, which is not configured", 1)

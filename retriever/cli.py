@@ -29,6 +29,8 @@ class IndexCommandSettings:
     data_dir: Path
     qdrant_url: str | None
     neo4j_uri: str | None
+    #: Tools the catalog leaves out (an MCP server's that is not connected): not indexed.
+    left_out: frozenset[str] = frozenset()
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,7 +74,7 @@ def _build(args: argparse.Namespace, settings: IndexCommandSettings, out: TextIO
         config = config.model_copy(update={"document": args.document})
     store = open_store(settings.data_dir, settings.neo4j_uri)
     try:
-        tools = store.list_tools()
+        tools = [tool for tool in store.list_tools() if tool.name not in settings.left_out]
     finally:
         store.close()
     encoder = load_encoder(config)
@@ -105,9 +107,11 @@ def _search(args: argparse.Namespace, settings: IndexCommandSettings, out: TextI
         vector = (
             query_rows(encoder, args.query) if config.clauses else encoder.encode([args.query])[0]
         )
+    wanted = args.k + len(settings.left_out)  # an index built earlier may still hold them
     hits = index.search(
-        vector, args.query, args.k, method=args.method, category=args.category, group=args.group
+        vector, args.query, wanted, method=args.method, category=args.category, group=args.group
     )
+    hits = [hit for hit in hits if hit.name not in settings.left_out][: args.k]
     for rank, hit in enumerate(hits, 1):
         print(f"{rank:>3}  {hit.score:.4f}  {hit.name}  [{hit.category} / {hit.group}]", file=out)
     if not hits:

@@ -85,6 +85,7 @@ class McpConnection:
         self._closing = False
         self._task: asyncio.Task[None] | None = None
         self.tried = asyncio.Event()  # the first connection attempt ended, either way
+        self.failure: str | None = None  # why the last attempt failed, in words
 
     @property
     def name(self) -> str:
@@ -173,18 +174,23 @@ class McpConnection:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack, transport)
                 served = True
+                self.failure = None
                 self.tried.set()
                 await self._watch(client, transport)
         except TimeoutError:
+            self.failure = f"it did not answer within {self._timeout:.0f} s"
             log.warning("MCP server %s did not answer within %.0f s", self.name, self._timeout)
         except _SDK_ERRORS as exc:
-            log.warning("MCP server %s failed: %s: %s", self.name, type(exc).__name__, exc)
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.warning("MCP server %s failed: %s", self.name, self.failure)
         except Exception as exc:  # the supervisor's outermost edge: nothing may end its restarts
             # (the SDK's task groups raise ExceptionGroups of anything, a store may fail)
             refused = _egress_refusal(exc)
             if refused is None:
+                self.failure = _innermost(exc)
                 log.exception("MCP server %s failed", self.name)
             else:
+                self.failure = f"refused by the egress policy: {refused}"
                 log.warning("MCP server %s refused by the egress policy: %s", self.name, refused)
         finally:
             self._client = None
@@ -248,6 +254,13 @@ def _progress_to(label: str) -> ProgressFnT | None:
         report(progress_line(label, progress, total, message))
 
     return told
+
+
+def _innermost(exc: BaseException) -> str:
+    """The first leaf of an exception group (the SDK's task groups nest them), in words."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _egress_refusal(exc: BaseException) -> str | None:

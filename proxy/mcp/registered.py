@@ -27,7 +27,7 @@ from pydantic import TypeAdapter, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from proxy.config import McpServerSettings
+from proxy.config import McpServerSettings, Settings
 from proxy.errors import StoreUnavailable
 
 FILE_NAME = "mcp_servers.json"
@@ -49,6 +49,20 @@ class ServerList(Protocol):
     async def remove(self, name: str) -> None:
         """Forget server ``name``, if it is kept."""
         ...
+
+
+async def configured_servers(settings: Settings) -> list[McpServerSettings]:
+    """The settings' MCP servers and those added through the registry API, for a
+    command run from a shell (a name in both is the settings'). Raises
+    :class:`StoreUnavailable` when Redis's list cannot be read."""
+    redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
+    try:
+        added = await open_server_list(settings.data_dir, redis).load()
+    finally:
+        if redis is not None:
+            await redis.aclose()
+    fixed = {server.name for server in settings.mcp_servers}
+    return [*settings.mcp_servers, *(s for s in added if s.name not in fixed)]
 
 
 def open_server_list(data_dir: Path, redis: Redis | None) -> ServerList:

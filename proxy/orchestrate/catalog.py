@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graph_store.errors import StoreUnavailable
-from graph_store.models import Edge, EdgeKind, Tool
+from graph_store.models import EdgeKind, Tool
 from graph_store.store import GraphStore, open_store
 from proxy.config import Settings
 from proxy.errors import ToolgraphError
@@ -319,10 +319,7 @@ class CatalogService:
             self.store = open_store(settings.data_dir, settings.neo4j_uri)
         store = self.store
         store.refresh()
-        seeded = builtin_tools() if settings.orchestrate.builtin_tools else []
-        seeded += database_tools(settings.packs.database)
-        self._seed_tools(store, seeded + knowledge_graph_tools(settings.packs.knowledge_graph))
-        self._seed_edges(store, knowledge_graph_edges(settings.packs.knowledge_graph))
+        seed_packs(store, settings)
         # Read before the tools: a write landing in between leaves a stamp that differs
         # from the store's, so the next check loads again rather than missing it.
         version = store.version()
@@ -535,19 +532,21 @@ class CatalogService:
         vectors = embed_documents(encoder, missing, cache_dir=cache, progress=False)
         self._gate_vectors.update(zip(missing, vectors, strict=True))
 
-    @staticmethod
-    def _seed_edges(store: GraphStore, edges: list[Edge]) -> None:
-        """Write the knowledge-graph pack's preconditions when they differ from the store's."""
-        if not edges:
-            return
-        held = {e.key for e in store.edges(EdgeKind.STRONG_DEP) if e.origin == EDGE_ORIGIN}
-        if held != {edge.key for edge in edges}:
-            store.replace_edges(EDGE_ORIGIN, edges)
 
-    @staticmethod
-    def _seed_tools(store: GraphStore, tools: list[Tool]) -> None:
-        """Write the packs' tools (built-in, databases) that are missing or have changed."""
-        missing = [tool for tool in tools if store.get_tool(tool.name) != tool]
-        if missing:
-            store.upsert_tools(missing)
-            log.info("pack tools written to the catalog: %s", ", ".join(t.name for t in missing))
+def seed_packs(store: GraphStore, settings: Settings) -> None:
+    """Write the packs' tools the settings give (built-in, databases, knowledge graphs)
+    that are missing or have changed, and the knowledge-graph pack's preconditions, into
+    ``store``: what every catalog load does first (``toolgraph catalog`` too)."""
+    tools = builtin_tools() if settings.orchestrate.builtin_tools else []
+    tools += database_tools(settings.packs.database)
+    tools += knowledge_graph_tools(settings.packs.knowledge_graph)
+    missing = [tool for tool in tools if store.get_tool(tool.name) != tool]
+    if missing:
+        store.upsert_tools(missing)
+        log.info("pack tools written to the catalog: %s", ", ".join(t.name for t in missing))
+    edges = knowledge_graph_edges(settings.packs.knowledge_graph)
+    if not edges:
+        return
+    held = {e.key for e in store.edges(EdgeKind.STRONG_DEP) if e.origin == EDGE_ORIGIN}
+    if held != {edge.key for edge in edges}:
+        store.replace_edges(EDGE_ORIGIN, edges)

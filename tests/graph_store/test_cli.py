@@ -10,6 +10,7 @@ import pytest
 
 from graph_store.neo4j_store import Neo4jStore
 from proxy.cli import main
+from proxy.tools.packs.math.catalog import builtin_tools
 from testing.fake_upstream import FakeUpstream, Script
 from tests.graph_store.conftest import FIXTURES
 
@@ -82,11 +83,13 @@ def test_push_and_pull_through_neo4j(
     main(["graph", "build", "--calls", str(FIXTURES / "calls.jsonl")])
     capsys.readouterr()
     assert main(["graph", "push", "--neo4j", bolt_uri]) == 0
-    assert capsys.readouterr().out == "copied 5 tools, 3 edges\n"
+    # the five imported and the built-in pack, which the commands see as the proxy does
+    copied = f"copied {5 + len(builtin_tools())} tools, 3 edges\n"
+    assert capsys.readouterr().out == copied
     assert len(neo4j_store.edges()) == 3
     monkeypatch.setenv("TOOLGRAPH_DATA_DIR", str(tmp_path / "elsewhere"))
     assert main(["graph", "pull", "--neo4j", bolt_uri]) == 0
-    assert capsys.readouterr().out == "copied 5 tools, 3 edges\n"
+    assert capsys.readouterr().out == copied
     neo4j_store.clear()
 
 

@@ -11,6 +11,7 @@ from eval.retrieval import evaluate, load_beir, ndcg_at, recall_at
 from graph_store.store import open_store
 from proxy.cli import main
 from proxy.config import load_settings
+from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.config import RetrieverConfig
 from retriever.embedder import Encoder
 from tests.retriever.catalog import _TOOLS, catalog_tools
@@ -121,10 +122,11 @@ def test_index_build_then_search(tmp_path: Path, capsys: pytest.CaptureFixture[s
     store = open_store(settings.data_dir, settings.neo4j_uri)
     store.upsert_tools(catalog_tools())
     store.close()
+    served = 10 + len(builtin_tools())  # the built-in pack is in the catalog the proxy serves
     assert main(["index", "build", "--quiet"]) == 0
-    assert "10 added, 0 re-embedded, 0 removed, 0 unchanged" in capsys.readouterr().out
+    assert f"{served} added, 0 re-embedded, 0 removed, 0 unchanged" in capsys.readouterr().out
     assert main(["index", "build", "--quiet"]) == 0
-    assert "0 added, 0 re-embedded, 0 removed, 10 unchanged" in capsys.readouterr().out
+    assert f"0 added, 0 re-embedded, 0 removed, {served} unchanged" in capsys.readouterr().out
     assert main(["search", "send a text message to my phone", "-k", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2
