@@ -18,7 +18,7 @@ from proxy.config import load_settings
 from proxy.tools.packs.database.catalog import database_tools
 from tests.mcp.test_published import time_server
 
-SHOP = Path(__file__).resolve().parents[2] / "proxy/tools/database/demo/shop.sqlite"
+SHOP = Path(__file__).resolve().parents[2] / "proxy/tools/packs/database/demo/shop.sqlite"
 
 
 def write_config(tmp_path: Path, servers: list[dict[str, Any]]) -> Path:
