@@ -1,6 +1,6 @@
 """The import graph keeps its shape: layers import only downwards, and nothing imports in a circle.
 
-Inside ``proxy/`` the layers are, bottom to top (the README's "Layers" section draws them):
+Inside ``proxy/`` the layers are, bottom to top (docs/architecture.md draws them):
 
     core    config/, errors, context, metrics, kv, sse, llm, modes (the interface every mode
             implements), protocol/ (the wire), upstream/ (the upstream client)
@@ -89,7 +89,9 @@ def layer_of(module: str) -> str:
         place = _PLACES.get(".".join(parts[:end]))
         if place is not None:
             return place
-    raise AssertionError(f"{module} has no layer: add it to tests/test_layers.py and the README")
+    raise AssertionError(
+        f"{module} has no layer: add it to tests/test_layers.py and docs/architecture.md"
+    )
 
 
 def _module_name(path: Path) -> str:

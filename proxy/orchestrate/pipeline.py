@@ -15,9 +15,8 @@ exception; cancellation (the client went away) still propagates.
 A pick that cannot run (a required value nothing in the conversation gives, an input
 the tool refuses) is a failed pick: the request is planned again without that tool,
 up to ``BACKTRACKS`` times, and the user is asked only when no other candidate runs.
-A run whose calls failed otherwise may be planned again, up to ``replans`` times
-(0 by default: no re-plan). A re-plan reads the same conversation, the calls that
-succeeded offered for reuse.
+A run whose calls failed otherwise is not planned again: the answer call is told
+which calls failed and why, and answers from what worked (docs/architecture.md says why).
 """
 
 from __future__ import annotations
@@ -74,12 +73,10 @@ class Pipeline:
         *,
         query_turns: int,
         request_timeout: float,
-        replans: int = 0,
     ) -> None:
         self.catalog = catalog
         self.executor = executor
         self.records = records
-        self.replans = replans
         self._query_turns = query_turns
         self._request_timeout = request_timeout
 
@@ -143,12 +140,11 @@ class Pipeline:
         the tool refused after the writer's rewrite) is planned again without those
         tools, at most :data:`BACKTRACKS` times: another candidate may run where the
         first pick could not. When none is left the user is asked what the first such
-        run needed. A run that failed otherwise is planned again at most ``replans``
-        times."""
+        run needed."""
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
         reusable, excluded = earlier, frozenset[str]()
         asking: ExecutedPlan | None = None  # the first run that ended in a question
-        replans = backtracks = 0
+        backtracks = 0
         notes: list[str] = []  # the backtracks so far, for the trace's plan
         while True:
             plan, tool_plan = await self._plan(turn, catalog, model, excluded)
@@ -158,18 +154,15 @@ class Pipeline:
                 return turn.executed
             say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
             executed = await self._execute(turn, catalog, tool_plan, model, reusable, say)
-            if (infeasible := executed.run.infeasible()) and backtracks < BACKTRACKS:
-                if asking is None and executed.run.questions():
-                    asking = executed
-                excluded |= infeasible
-                backtracks += 1
-                reusable = [*reusable, *succeeded_calls(executed)]
-                notes.append(f"backtrack: {', '.join(sorted(infeasible))} could not run")
-                continue
-            if executed.run.ok or executed.run.questions() or replans == self.replans:
+            infeasible = executed.run.infeasible()
+            if not infeasible or backtracks == BACKTRACKS:
                 break
-            replans += 1
+            if asking is None and executed.run.questions():
+                asking = executed
+            excluded |= infeasible
+            backtracks += 1
             reusable = [*reusable, *succeeded_calls(executed)]
+            notes.append(f"backtrack: {', '.join(sorted(infeasible))} could not run")
         if asking is not None and executed.run.questions():
             turn.executed = executed = asking  # what the likeliest pick needed
         if not executed.run.questions():  # off the request's path: embedding, writing Qdrant
