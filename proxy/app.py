@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from proxy import health, models_router, openapi
 from proxy.auth import authenticate
+from proxy.browser_guard import BrowserGuard
 from proxy.chat.router import routes as chat_routes
 from proxy.config import Settings, load_settings
 from proxy.console import router as console_router
@@ -58,6 +59,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     openapi.install(app)
     _add_error_handlers(app, settings.secrets())
     app.add_middleware(UnprefixedPaths, router=app.router)
+    app.add_middleware(BrowserGuard, settings=settings)
     app.add_middleware(ObservabilityMiddleware, secrets=settings.secrets())
     return app
 

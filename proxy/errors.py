@@ -5,7 +5,9 @@ ToolgraphError                 status, type, code, param: what the client sees
  ├── RequestTooLarge           413 invalid_request_error
  ├── AuthenticationFailed      401 authentication_error
  ├── NotFound                  404 not_found_error (routes, unknown models)
- ├── Forbidden                 403 permission_error (a disabled or admin-only API)
+ ├── Forbidden                 403 permission_error (a disabled or admin-only API, a
+ │                             foreign Host or a cross-site page at an open proxy)
+ ├── UnsupportedMediaType      415 invalid_request_error (a body an open proxy reads only as JSON)
  ├── Conflict                  409 conflict_error (a name another tool holds)
  ├── ClientClosedRequest       499, for the metrics only: nobody is left to read it
  ├── UpstreamError             the upstream's own status, type, code and message
@@ -112,6 +114,12 @@ class NotFound(ToolgraphError):
 class Forbidden(ToolgraphError):
     status = 403
     type = "permission_error"
+
+
+class UnsupportedMediaType(ToolgraphError):
+    status = 415
+    type = "invalid_request_error"
+    code = "unsupported_media_type"
 
 
 class Conflict(ToolgraphError):

@@ -31,6 +31,7 @@ from starlette.requests import HTTPConnection
 
 from graph_store.store import GraphStore, open_store
 from proxy import metrics
+from proxy.browser_guard import open_proxy_warning
 from proxy.chat.service import ChatService, Rewrite
 from proxy.config import Settings
 from proxy.errors import StoreUnavailable
@@ -156,6 +157,8 @@ async def open_services(
         catalog.preload()
         stack.push_async_callback(catalog.settle)  # before the stores close under it
     log.info(startup_line(settings, _catalog_state(settings)))
+    if (warning := open_proxy_warning(settings)) is not None:
+        log.warning(warning)
     authenticator = Authenticator(_key_bytes(settings.master_key))
     endpoint = McpEndpoint(
         CatalogTools(catalog, executor),

@@ -47,6 +47,7 @@ _PLACES = {
     "proxy.protocol": "core",
     "proxy.upstream": "core",
     "proxy.tenancy": "core",
+    "proxy.browser_guard": "web",
     "proxy.plan": "engine",
     "proxy.execute": "engine",
     "proxy.tools": "engine",

@@ -87,6 +87,17 @@ class Settings(BaseSettings):
     master_key: SecretStr | None = Field(
         default=None, description="When set, clients must send it as `Authorization: Bearer`."
     )
+    allowed_hosts: list[str] | None = Field(
+        default=None,
+        description="`Host` names toolgraph answers to (a guard against DNS rebinding); "
+        "others are refused with a 403. Unset: `localhost`, `127.0.0.1` and `::1` when it "
+        "listens on loopback without a master key, any host otherwise.",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Web origins (`https://app.example`) whose pages may call a proxy without "
+        "a master key from a browser; any other cross-site request to one is refused.",
+    )
     admin_key: SecretStr | None = Field(
         default=None,
         description="Opens the tool registry API (`/v1/toolgraph/tools`) to clients that send "

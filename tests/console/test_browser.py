@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from testing.brain import plan_of
-from tests.conftest import ServerThread
+from tests.conftest import ServerThread, StartProxy
 from tests.console.conftest import OpenConsole
 from tests.orchestrate.conftest import ADMIN, Brain, LocalTools, http_tool
 
@@ -234,3 +234,23 @@ def test_a_wrong_key_sees_nothing(console: OpenConsole, server: ServerThread) ->
     tab.page.wait_for_selector("#sign-in")
     assert tab.page.locator("#trace-list").count() == 0
     assert all("401" in error or "status of 401" in error for error in tab.errors)
+
+
+def test_the_console_works_on_a_proxy_without_a_key(
+    console: OpenConsole, start_proxy: StartProxy
+) -> None:
+    """An open proxy refuses cross-site pages, foreign hosts and non-JSON bodies: its own
+    console, same-origin and JSON, reads and chats as before."""
+    server = start_proxy(upstream_api_key="sk-upstream-0123456789")
+    tab = console(server)
+    tab.open("")
+    tab.page.wait_for_selector("#trace-list, #no-traces")
+    tab.go("#/playground")
+    tab.page.select_option("#pg-mode", "passthrough")
+    tab.page.fill("#pg-input", "hello from the console")
+    tab.page.click("#pg-send")
+    tab.page.wait_for_selector(".message.assistant.done")
+    assert "You said: hello from the console" in tab.page.inner_text(".message.assistant.done")
+    tab.go("#/overview")
+    tab.page.wait_for_selector("#overview .tile")
+    assert tab.errors == []

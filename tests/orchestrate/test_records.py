@@ -170,7 +170,7 @@ def leave_during_the_answer(
     (the upstream holds that call open), as a client whose timeout ran out does."""
     body = sdk_body(stream)
     head = (
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: toolgraph\r\nidempotency-key: pay-42\r\n"
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\nidempotency-key: pay-42\r\n"
         "authorization: Bearer sk-client\r\n"  # keys are per client: the SDK's key
         f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
     )

@@ -196,7 +196,7 @@ def test_a_client_that_gives_up_on_a_non_streamed_answer_cancels_the_tools(
     body = json.dumps({"model": "fake-model", "messages": user("Records?"), **ORCHESTRATE})
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as client:
         client.sendall(
-            f"POST /v1/chat/completions HTTP/1.1\r\nhost: toolgraph\r\n"
+            f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"
             f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n{body}".encode()
         )
         _wait_for(lambda: local_tools.hits["hang"] == 1)  # the call is out: hang up

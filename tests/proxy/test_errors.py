@@ -94,7 +94,10 @@ def test_oversized_body_gets_413(start_proxy: Any, upstream: FakeUpstream) -> No
     assert error_of(response)["code"] == "request_too_large"
 
     chunked = httpx.post(
-        f"{server.url}{CHAT}", content=iter([big.encode()[:1500], big.encode()[1500:]]), timeout=20
+        f"{server.url}{CHAT}",
+        content=iter([big.encode()[:1500], big.encode()[1500:]]),
+        headers={"content-type": "application/json"},
+        timeout=20,
     )
     assert chunked.status_code == 413
     assert upstream.requests == []
@@ -316,7 +319,7 @@ def test_a_client_gone_mid_upload_is_a_499_without_a_traceback(
     before = closed()
     with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
         sock.sendall(
-            f"POST {CHAT} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            f"POST {CHAT} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
             'content-length: 1000\r\n\r\n{"model":'.encode()
         )
     deadline = time.monotonic() + 10
