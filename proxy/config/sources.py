@@ -97,6 +97,24 @@ class DatabasePackSettings(Section):
     statement_timeout: float = Field(
         default=10.0, gt=0, description="Seconds one statement may run in the database."
     )
+    max_sql_chars: int = Field(
+        default=20_000,
+        gt=0,
+        description="Characters of model-written SQL the pack parses; longer SQL is refused "
+        "before it is parsed.",
+    )
+    max_cell_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="Bytes one value a query makes may hold (SQLite refuses to build a longer "
+        "string or blob; on PostgreSQL a row holding one is refused once fetched).",
+    )
+    max_answer_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="Bytes of rows one call fetches: rows stop there, and the answer says it "
+        "was truncated.",
+    )
 
     @field_validator("url")
     @classmethod

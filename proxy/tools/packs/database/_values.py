@@ -6,13 +6,65 @@ import datetime
 import decimal
 import math
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from pydantic import JsonValue
 
 from proxy.errors import ToolInputRejected
 
 _TEXT_CHARS = 500  # a longer cell is cut: one document must not fill the prompt
+_SCALAR_BYTES = 8  # what a number, a date or a null counts toward the answer's budget
+
+
+class CellTooBig(ToolInputRejected):
+    """A value a statement made is longer than its database's ``max_cell_bytes``."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(
+            f"{name}: a value the query makes is longer than max_cell_bytes ({limit} bytes); "
+            "select less of it (substr, left, length)",
+            param=name,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """Rows as JSON; ``truncated`` when more were left, ``budget_spent`` when the byte
+    budget, not the row cap, stopped them."""
+
+    rows: list[JsonValue]
+    truncated: bool = False
+    budget_spent: bool = False
+
+
+def fetch_rows(
+    result: Iterable[Sequence[object]], limit: int, max_cell: int, budget: int, name: str
+) -> Fetched:
+    """At most ``limit`` rows of ``result``, fetched one at a time until their cells
+    together pass ``budget`` bytes; a cell past ``max_cell`` is :class:`CellTooBig`."""
+    rows: list[JsonValue] = []
+    used = 0
+    for row in result:
+        if len(rows) == limit:
+            return Fetched(rows, truncated=True)
+        used += sum(_cell_bytes(cell, max_cell, name) for cell in row)
+        if used > budget:
+            return Fetched(rows, truncated=True, budget_spent=True)
+        rows.append([json_value(cell) for cell in row])
+    return Fetched(rows)
+
+
+def _cell_bytes(cell: object, max_cell: int, name: str) -> int:
+    if isinstance(cell, str):
+        size = len(cell.encode("utf-8", "surrogatepass"))
+    elif isinstance(cell, bytes | bytearray | memoryview):
+        size = len(cell)
+    else:
+        size = _SCALAR_BYTES
+    if size > max_cell:
+        raise CellTooBig(name, max_cell)
+    return size
 
 
 def json_value(value: object) -> JsonValue:

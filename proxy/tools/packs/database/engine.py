@@ -13,8 +13,11 @@ check still meets a connection that cannot write.
   is refused, and the transaction's own mode is set after it). A role that may only
   read is still the right thing to configure; the README says so.
 
-Every call runs in a worker thread (the drivers block) inside one transaction that is
-rolled back. The driver's errors are translated here and nowhere else: the database's
+Every call runs in a thread of the packs' own pool (the drivers block, see
+:mod:`proxy.tools.packs.pool`) inside one transaction that is rolled back. SQLite's
+length limit is the pack's ``max_cell_bytes``: a string or blob longer than that is
+refused while the statement builds it, so ``hex(zeroblob(200000000))`` never
+allocates its 400 MB. The driver's errors are translated here and nowhere else: the database's
 own message, which the argument writer and the user read, as
 :class:`~proxy.errors.ToolInputRejected`, and a statement past its time as
 :class:`~proxy.errors.ToolTimeout`.
@@ -22,7 +25,7 @@ own message, which the argument writer and the user read, as
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import logging
 import re
 import sqlite3
@@ -38,8 +41,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from proxy.config import DatabasePackSettings
 from proxy.errors import ToolInputRejected, ToolTimeout
+from proxy.tools.packs.database._values import CellTooBig
 from proxy.tools.packs.database.demo import DEMO_URL, demo_url
 from proxy.tools.packs.database.schema import Schema, reflect_schema
+from proxy.tools.packs.pool import in_pack_thread
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -96,7 +101,7 @@ class ReadOnlyDatabase:
 
     async def run(self, work: Callable[[Connection, Schema], T]) -> T:
         """``work`` on a read-only connection and the schema, in a worker thread."""
-        return await asyncio.to_thread(self._run, work)
+        return await in_pack_thread(self._run, work)
 
     def _run(self, work: Callable[[Connection, Schema], T]) -> T:
         try:
@@ -142,6 +147,8 @@ class ReadOnlyDatabase:
     def _translate(self, exc: sa.exc.DBAPIError) -> ToolInputRejected | ToolTimeout:
         message = " ".join(str(exc.orig).split())[:_MESSAGE_CHARS]
         limit = f"{self.settings.statement_timeout:g}"
+        if message == "string or blob too big":  # SQLite's length limit, see _lock_sqlite
+            return CellTooBig(self.name, self.settings.max_cell_bytes)
         if self.dialect == "sqlite" and message == "interrupted":
             return ToolTimeout(
                 f"{self.name}: the statement ran past {limit} s (interrupted)", param=self.name
@@ -173,7 +180,7 @@ def open_engine(settings: DatabasePackSettings) -> Engine:
     ``demo`` is the music store shipped in the package (:mod:`proxy.tools.packs.database.demo`)."""
     url = sa.make_url(demo_url() if settings.url == DEMO_URL else settings.url)
     if url.get_backend_name() == "sqlite":
-        return _sqlite_engine(url)
+        return _sqlite_engine(url, settings.max_cell_bytes)
     if url.drivername == "postgresql":
         url = url.set(drivername="postgresql+psycopg")  # the driver toolgraph pins
     timeout_ms = int(settings.statement_timeout * 1000)
@@ -186,7 +193,7 @@ def open_engine(settings: DatabasePackSettings) -> Engine:
     )
 
 
-def _sqlite_engine(url: sa.URL) -> Engine:
+def _sqlite_engine(url: sa.URL, max_cell_bytes: int) -> Engine:
     path = url.database or ""
     if path in ("", ":memory:") or path.startswith("file:"):
         raise ValueError(f"{url}: name a database file: sqlite:///path/to/file.db")
@@ -194,14 +201,15 @@ def _sqlite_engine(url: sa.URL) -> Engine:
         {"mode": "ro", "uri": "true"}
     )
     engine = sa.create_engine(uri, connect_args={"check_same_thread": False})
-    event.listen(engine, "connect", _lock_sqlite)
+    event.listen(engine, "connect", functools.partial(_lock_sqlite, max_cell_bytes))
     return engine
 
 
-def _lock_sqlite(connection: object, record: object) -> None:
+def _lock_sqlite(max_cell_bytes: int, connection: object, record: object) -> None:
     assert isinstance(connection, sqlite3.Connection)
     connection.execute("PRAGMA query_only = ON")
     connection.set_authorizer(_authorize)
+    connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_cell_bytes)
 
 
 def _authorize(action: int, first: str | None, second: str | None, *_: str | None) -> int:

@@ -74,8 +74,27 @@ class StatementRefused(ToolInputRejected):
 
 def check_select(sql: str, dialect: str) -> None:
     """Raise :class:`StatementRefused` unless ``sql`` is one read-only query in ``dialect``
-    (SQLAlchemy's dialect name: ``sqlite``, ``postgresql``)."""
-    statement = _one_statement(sql, DIALECTS.get(dialect, dialect))
+    (SQLAlchemy's dialect name: ``sqlite``, ``postgresql``).
+
+    Blocking (a long statement takes seconds to parse): call it off the event loop.
+    """
+    try:
+        _check(sql, DIALECTS.get(dialect, dialect))
+    except RecursionError:  # sqlglot parses and walks by recursion
+        raise StatementRefused("the SQL is nested too deeply to check") from None
+
+
+def check_length(sql: str, max_chars: int) -> None:
+    """Refuse ``sql`` longer than ``max_chars`` before anything parses it."""
+    if len(sql) > max_chars:
+        raise StatementRefused(
+            f"the SQL is {len(sql)} characters long; at most max_sql_chars ({max_chars}) "
+            "may be sent"
+        )
+
+
+def _check(sql: str, dialect: str) -> None:
+    statement = _one_statement(sql, dialect)
     if not isinstance(statement, exp.Query):
         raise StatementRefused(f"only a SELECT may run here, not {_kind(statement)}")
     for node in statement.walk():

@@ -19,6 +19,7 @@ import httpx
 import pyoxigraph
 
 from proxy.errors import ToolError, ToolInputRejected, ToolTimeout
+from proxy.tools.packs.pool import in_pack_thread
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 _INTEGERS = frozenset(
@@ -108,7 +109,7 @@ class EmbeddedStore:
         check_query(query)
         try:
             async with asyncio.timeout(self._timeout):
-                return await asyncio.to_thread(self._select, query)
+                return await in_pack_thread(self._select, query)
         except TimeoutError:
             raise ToolTimeout(f"the graph query ran past {self._timeout:g} s") from None
 
