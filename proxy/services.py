@@ -165,6 +165,7 @@ async def open_services(
         RequestTools(orchestrator, settings),
         authenticator,
         settings.secrets(),
+        settings.limits.max_body_bytes,
     )
     await stack.enter_async_context(endpoint.run())
     modes = _modes(settings, router, upstreams, select, orchestrator)

@@ -76,6 +76,7 @@ class ServerThread:
         self.port = free_port()
         self.embeddings = embeddings
         self.services: AppServices | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # the server's, once it serves
         config = uvicorn.Config(
             _unopened,  # replaced by the app in _serve, once its services are open
             host="127.0.0.1",
@@ -95,6 +96,7 @@ class ServerThread:
             runner.run(self._serve())
 
     async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
         async with contextlib.AsyncExitStack() as stack:
             self.services = await open_services(self.settings, stack, self.embeddings)
             self.server.config.app = create_app(self.settings, self.services)

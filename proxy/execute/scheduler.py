@@ -221,6 +221,17 @@ class Scheduler:
     def client_slot(self, client: str, host: str) -> contextlib.AbstractAsyncContextManager[None]:
         return self._clients.hold(client, host)
 
+    @contextlib.asynccontextmanager
+    async def slots(self, client: str, host: str) -> AsyncIterator[None]:
+        """All three limits for one call of ``client``'s to ``host``, taken in order:
+        what every tool call holds, from a plan or from ``/mcp``'s ``call_tool``."""
+        async with self.client_slot(client, host), self.host_slot(host), self.global_slot:
+            yield
+
+    def client_calls(self, client: str, host: str) -> int:
+        """``client``'s calls to ``host`` that hold or await its per-client limit."""
+        return self._clients.users(client, host)
+
     @property
     def clients_busy(self) -> int:
         """(client, host) pairs with a call running or waiting: what the limits remember."""
@@ -254,6 +265,10 @@ class _ClientSlots:
             users[0] -= 1
             if not users[0]:
                 del self._slots[key]
+
+    def users(self, client: str, host: str) -> int:
+        held = self._slots.get((client, host))
+        return held[1][0] if held is not None else 0
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -304,11 +319,7 @@ class _Run:
         while node is not None:
             record = self.records[node.id]
             host = record.host = self.runner.host(node)
-            async with (
-                self.scheduler.client_slot(self.client, host),
-                self.scheduler.host_slot(host),
-                self.scheduler.global_slot,
-            ):
+            async with self.scheduler.slots(self.client, host):
                 record.started = self.now()
                 self.observer(record)
                 try:

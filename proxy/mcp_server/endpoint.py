@@ -5,7 +5,9 @@ An MCP client (an IDE, an agent framework, Claude Desktop) sees ``search_tools``
 transport is the
 official SDK's, stateless with JSON answers (no session to keep between requests, so
 any worker or replica answers any request); the same bearer key as ``/v1`` is
-required when a master key is set. DNS-rebinding checks are off: a browser page
+required when a master key is set. Each POSTed message's JSON-RPC envelope is checked
+before the SDK reads it, and ``GET`` (a stream the stateless server would never write
+to) is a 405: see :mod:`proxy.mcp_server.jsonrpc`. DNS-rebinding checks are off: a browser page
 cannot send the key, and without a master key the proxy is open anyway.
 
 :class:`McpEndpoint` is built once per app with its services and runs its session
@@ -25,13 +27,15 @@ from mcp.server.mcpserver.exceptions import ToolError as McpToolError
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import HTTPConnection, Request
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from proxy.context import RequestContext
 from proxy.errors import AuthenticationFailed, ToolgraphError
 from proxy.http_responses import error_response
+from proxy.mcp_server.jsonrpc import check_body, no_stream
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
+from proxy.protocol.body import read_body
 from proxy.tenancy.callers import Authenticator
 
 INSTRUCTIONS = (
@@ -49,9 +53,11 @@ class McpEndpoint:
         requests: RequestTools,
         authenticator: Authenticator,
         secrets: list[str],
+        max_body_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self._authenticator = authenticator
         self._secrets = secrets
+        self._max_body_bytes = max_body_bytes
         server = _server(tools, requests)
         self._manager = StreamableHTTPSessionManager(
             app=server._lowlevel_server,
@@ -74,6 +80,20 @@ class McpEndpoint:
             return
         context: RequestContext = connection.state.context
         context.client_key, context.tenant = caller.forwarded_key, caller.tenant
+        if scope["method"] == "GET":
+            await no_stream()(scope, receive, send)
+            return
+        if scope["method"] == "POST":
+            try:
+                raw = await read_body(Request(scope, receive), self._max_body_bytes)
+            except ToolgraphError as exc:
+                await error_response(exc, self._secrets)(scope, receive, send)
+                return
+            refusal = check_body(raw)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+            receive = _replayed(raw, receive)
         await self._manager.asgi_app(scope, receive, send)
 
 
@@ -85,8 +105,9 @@ def _server(tools: CatalogTools, requests: RequestTools) -> MCPServer:
         return json.dumps(await _translated(tools.search(query, k)))
 
     @server.tool(description="Run one catalog tool (a name search_tools gave) with arguments.")
-    async def call_tool(name: str, arguments: dict[str, Any] | None = None) -> str:
-        output = await _translated(tools.call(name, arguments or {}))
+    async def call_tool(ctx: Context, name: str, arguments: dict[str, Any] | None = None) -> str:
+        client = _caller_of(ctx).tenant  # its slots, as a plan of the same tenant's
+        output = await _translated(tools.call(name, arguments or {}, client))
         return output if isinstance(output, str) else json.dumps(output)
 
     @server.tool(
@@ -109,6 +130,18 @@ def _server(tools: CatalogTools, requests: RequestTools) -> MCPServer:
         return json.dumps(await _translated(work))
 
     return server
+
+
+def _replayed(raw: bytes, receive: Receive) -> Receive:
+    """``receive`` with the body already read handed out again, once."""
+    pending = [raw]
+
+    async def replay() -> Message:
+        if pending:
+            return {"type": "http.request", "body": pending.pop(), "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _caller_of(ctx: Context) -> RequestContext:

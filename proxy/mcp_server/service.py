@@ -5,8 +5,10 @@ over (the same hybrid search a sub-task's roots come from, clauses included with
 ``retriever.clauses``) and returns each hit with
 its schema; ``call_tool`` runs one catalog tool with the arguments given, through the
 executor's invoker (so under its egress policy and credentials, an MCP tool through
-its server's session) within ``executor.call_timeout``. Only tools the catalog holds
-now are called: an MCP server that is down has none.
+its server's session) within ``executor.call_timeout``, under the same per-client,
+per-host and process-wide slots as a plan's calls (twelve ``factorial(10**8)`` through
+``call_tool`` had run twelve sandboxes at once beside the slots). Only tools the
+catalog holds now are called: an MCP server that is down has none.
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
-from proxy.errors import NotFound, ToolTimeout
+from proxy.errors import InvalidRequest, NotFound, ToolTimeout
+from proxy.execute.invocation import tool_host
 from proxy.execute.service import ToolExecutor
 from proxy.orchestrate.catalog import CatalogService
 from proxy.plan.model import Candidate
 
 MAX_RESULTS = 50
+#: The longest query ``search_tools`` embeds, as the console's search (each character
+#: is encoder work: a 51 KB query once cost 51.7 s of CPU).
+MAX_QUERY_CHARS = 2000
 
 
 class CatalogTools:
@@ -31,6 +37,12 @@ class CatalogTools:
 
     async def search(self, query: str, k: int = 10) -> list[dict[str, JsonValue]]:
         """The ``k`` catalog tools that best fit ``query``, best first, with their schemas."""
+        if len(query) > MAX_QUERY_CHARS:
+            raise InvalidRequest(
+                f"the query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are "
+                "searched",
+                param="query",
+            )
         catalog = await self._catalog.get()
         planner = catalog.planner
         count = max(1, min(k, MAX_RESULTS))
@@ -55,15 +67,20 @@ class CatalogTools:
                 )
         return found
 
-    async def call(self, name: str, arguments: Mapping[str, JsonValue]) -> JsonValue:
-        """Run catalog tool ``name``; a :class:`~proxy.errors.ToolError` when it fails."""
+    async def call(
+        self, name: str, arguments: Mapping[str, JsonValue], client: str = ""
+    ) -> JsonValue:
+        """Run catalog tool ``name`` in one of ``client``'s slots (see
+        :class:`~proxy.execute.scheduler.Scheduler`); a :class:`~proxy.errors.ToolError`
+        when it fails. The call's time starts once it holds its slots."""
         catalog = await self._catalog.get()
         tool = catalog.tools.get(name)
         if tool is None:
             raise NotFound(f"no tool {name!r} in the catalog", param="name", code="tool_not_found")
         timeout = self._executor.settings.call_timeout
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._executor.invoker.invoke(tool, arguments)
-        except TimeoutError:
-            raise ToolTimeout(f"{name} did not answer in {timeout:g} s", param=name) from None
+        async with self._executor.scheduler.slots(client, tool_host(tool)):
+            try:
+                async with asyncio.timeout(timeout):
+                    return await self._executor.invoker.invoke(tool, arguments)
+            except TimeoutError:
+                raise ToolTimeout(f"{name} did not answer in {timeout:g} s", param=name) from None

@@ -3,8 +3,11 @@ search, call), and refused without the key."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import threading
+import time
 from collections.abc import AsyncIterator
 
 import httpx
@@ -13,6 +16,8 @@ import pytest
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
+from proxy.execute.scheduler import Scheduler
+from proxy.tenancy.callers import OPERATOR
 from tests.conftest import ServerThread, StartProxy
 from tests.mcp.conftest import Brain, ServeMcp, plan_oslo_weather
 
@@ -76,6 +81,13 @@ async def test_an_unknown_tool_is_an_error_result(proxy: ServerThread) -> None:
     assert "no tool 'no_such_tool' in the catalog" in text_of(result)
 
 
+async def test_a_search_query_past_its_length_is_an_error_result(proxy: ServerThread) -> None:
+    async with connected(proxy) as client:
+        result = await client.call_tool("search_tools", {"query": "convert " * 6500})
+    assert result.is_error
+    assert "at most 2000 are searched" in text_of(result)
+
+
 @pytest.mark.parametrize("authorization", [None, "Bearer wrong-key"])
 def test_a_missing_or_wrong_key_is_refused(proxy: ServerThread, authorization: str | None) -> None:
     headers = {"accept": "application/json, text/event-stream"}
@@ -85,6 +97,54 @@ def test_a_missing_or_wrong_key_is_refused(proxy: ServerThread, authorization: s
     response = httpx.post(f"{proxy.url}/mcp", json=body, headers=headers, timeout=30)
     assert response.status_code == 401
     assert response.json()["error"]["type"] == "authentication_error"
+
+
+MCP_HEADERS = {
+    "authorization": f"Bearer {KEY}",
+    "accept": "application/json, text/event-stream",
+    "content-type": "application/json",
+}
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, "id must be a string or"),
+        ({"jsonrpc": "2.0", "id": [1], "method": "tools/list"}, "not an array"),
+        ({"jsonrpc": "2.0", "id": True, "method": "tools/list"}, "not a boolean"),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, "not a number"),
+        ({"jsonrpc": "2.0", "id": 1, "method": 7}, "method must be a non-empty string"),
+        ({"jsonrpc": "1.0", "id": 1, "method": "tools/list"}, 'jsonrpc must be "2.0"'),
+        ({"jsonrpc": "2.0", "id": 1}, "needs a method"),
+        ({"jsonrpc": "2.0", "result": {}}, "needs the id"),
+        ([{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], "must be a JSON object"),
+        ("hello", "must be a JSON object"),
+    ],
+)
+def test_a_malformed_message_gets_a_json_rpc_error(
+    proxy: ServerThread, message: object, problem: str
+) -> None:
+    response = httpx.post(f"{proxy.url}/mcp", json=message, headers=MCP_HEADERS, timeout=30)
+    assert response.status_code == 400
+    answer = response.json()
+    assert (answer["jsonrpc"], answer["error"]["code"]) == ("2.0", -32600)
+    assert problem in answer["error"]["message"]
+    request_id = message.get("id") if isinstance(message, dict) else None
+    assert answer["id"] == (request_id if type(request_id) is int else None)
+
+
+def test_json_that_does_not_parse_is_a_parse_error(proxy: ServerThread) -> None:
+    response = httpx.post(f"{proxy.url}/mcp", content=b'{"jsonrpc": ', headers=MCP_HEADERS)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+def test_get_opens_no_stream_on_the_stateless_server(proxy: ServerThread) -> None:
+    headers = {**MCP_HEADERS, "accept": "text/event-stream"}
+    response = httpx.get(f"{proxy.url}/mcp", headers=headers, timeout=30)
+    assert response.status_code == 405
+    assert response.headers["allow"] == "POST, DELETE"
+    assert response.json()["error"]["message"].startswith("Method Not Allowed")
 
 
 async def test_plan_shows_the_dag_and_run_answers_with_its_trace(
@@ -116,3 +176,51 @@ async def test_plan_shows_the_dag_and_run_answers_with_its_trace(
         ("test_lookup_city", "ok"),
         ("test_forecast", "ok"),
     ]
+
+
+async def hold_slot(
+    scheduler: Scheduler, client: str, held: threading.Event, release: threading.Event
+) -> None:
+    """Take ``client``'s one slot for in-process tools until ``release`` (in the proxy's loop)."""
+    async with scheduler.client_slot(client, "local"):
+        held.set()
+        await asyncio.to_thread(release.wait, 120)
+
+
+def until_waiting(scheduler: Scheduler, client: str, calling: asyncio.Future[object]) -> None:
+    """Until a second call of ``client``'s holds or awaits its limit (or the call ended)."""
+    deadline = time.monotonic() + 60  # a bound for a failure, not a figure
+    while scheduler.client_calls(client, "local") < 2 and not calling.done():
+        if time.monotonic() > deadline:
+            raise RuntimeError("call_tool never reached the client's limit")
+        time.sleep(0.01)
+
+
+async def test_call_tool_waits_for_the_clients_slot(start_proxy: StartProxy) -> None:
+    proxy = start_proxy(
+        master_key=KEY, upstream_api_key="sk-upstream-0123456789", executor={"max_per_client": 1}
+    )
+    assert proxy.services is not None
+    assert proxy.loop is not None
+    scheduler = proxy.services.orchestrator.pipeline.executor.scheduler
+    client = OPERATOR  # the master key's tenant
+    held, release = threading.Event(), threading.Event()
+    holder = asyncio.run_coroutine_threadsafe(
+        hold_slot(scheduler, client, held, release), proxy.loop
+    )
+    try:
+        assert await asyncio.to_thread(held.wait, 60)
+        async with connected(proxy) as mcp:
+            arguments = {"name": "evaluate_expression", "arguments": {"expression": "6 * 7"}}
+            calling = asyncio.ensure_future(mcp.call_tool("call_tool", arguments))
+            # the call reaches the client's limit and waits there for the slot the test holds
+            await asyncio.to_thread(until_waiting, scheduler, client, calling)
+            assert not calling.done()
+            release.set()
+            called = await calling
+    finally:
+        release.set()
+        await asyncio.wrap_future(holder)
+    assert not called.is_error, called
+    assert json.loads(text_of(called))["value"] == 42
+    assert scheduler.client_calls(client, "local") == 0

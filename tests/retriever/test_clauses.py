@@ -9,7 +9,7 @@ import pytest
 
 from retriever.batching import BatchingEmbedder
 from retriever.cache import LRUCache
-from retriever.clauses import query_rows, split_clauses
+from retriever.clauses import MAX_CLAUSES, query_rows, split_clauses
 from retriever.config import RetrieverConfig
 from retriever.documents import ToolDocument
 from retriever.encoder import Encoder
@@ -37,6 +37,14 @@ def test_one_request_is_not_cut() -> None:
 
 def _doc(i: int) -> ToolDocument:
     return ToolDocument(str(i), f"tool_{i}", "", "", f"tool {i}", str(i))
+
+
+def test_a_thousand_sentences_give_the_first_clauses_only() -> None:
+    text = " ".join(f"Convert {i} dollars to euros." for i in range(1000))
+    clauses = split_clauses(text)
+    assert len(clauses) == MAX_CLAUSES == 16
+    assert clauses[0] == "Convert 0 dollars to euros."
+    assert clauses[-1] == "Convert 15 dollars to euros."
 
 
 def test_a_tool_scores_its_best_row_so_a_clause_brings_its_own_tool() -> None:
