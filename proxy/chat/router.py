@@ -25,7 +25,7 @@ from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.http_responses import respond
 from proxy.modes import ChatCall
-from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
+from proxy.protocol.body import ON_LOOP_BYTES, check_content_parts, decode_json, read_body
 from proxy.protocol.chat import ChatCompletionRequest, parse_request
 from proxy.services import services_of
 
@@ -59,6 +59,8 @@ def parse_body(
     """The decoded body and its checked request: lengths and depth first, fields last."""
     item_limits = {"messages": limits.max_messages, "tools": limits.max_tools}
     body = decode_json(raw, limits.max_json_depth, item_limits)
+    if isinstance(body, dict):
+        check_content_parts(body.get("messages"), "messages", limits.max_content_parts)
     if mode is not None:
         body = with_mode_header(body, mode)
     return body, parse_request(body, batched)

@@ -64,6 +64,11 @@ class LimitsSettings(Section):
     max_body_bytes: int = Field(default=16 * 1024 * 1024, gt=0, description="Largest request body.")
     max_messages: int = Field(default=4096, gt=0, description="Most messages in one request.")
     max_tools: int = Field(default=8192, gt=0, description="Most tools in one request.")
+    max_content_parts: int = Field(
+        default=4096,
+        gt=0,
+        description="Most content parts (text, images…) in one request, all messages together.",
+    )
     max_json_depth: int = Field(
         default=128,
         gt=0,

@@ -144,6 +144,26 @@ def _too_deep(max_depth: int) -> InvalidRequest:
     )
 
 
+def check_content_parts(items: Any, key: str, limit: int) -> None:
+    """Refuse more than ``limit`` content parts in the messages (or input items) under
+    ``key``, counted before any part is checked: a part costs a validation, a copy and
+    a token count each, and one message once held 650,000 of them."""
+    if not isinstance(items, list):
+        return
+    total = 0
+    for index, item in enumerate(items):
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, list):
+            total += len(content)
+            if total > limit:
+                raise InvalidRequest(
+                    f"too many content parts: more than {limit} in the request "
+                    "(limits.max_content_parts)",
+                    param=f"{key}[{index}].content",
+                    code="too_many_content_parts",
+                )
+
+
 def _too_many(key: str, limit: int) -> InvalidRequest:
     return InvalidRequest(
         f"too many {key}: more than {limit} (limits.max_{key})", param=key, code=f"too_many_{key}"

@@ -20,7 +20,7 @@ from proxy.context import RequestContext
 from proxy.disconnect import cancelled_on_disconnect
 from proxy.errors import InvalidRequest
 from proxy.http_responses import respond
-from proxy.protocol.body import ON_LOOP_BYTES, decode_json, read_body
+from proxy.protocol.body import ON_LOOP_BYTES, check_content_parts, decode_json, read_body
 from proxy.responses_api.items import parse_query
 from proxy.services import services_of
 
@@ -80,6 +80,7 @@ def decode(raw: bytes, mode: str | None, limits: LimitsSettings) -> Any:
             param="input",
             code="too_many_input_items",
         )
+    check_content_parts(items, "input", limits.max_content_parts)
     return with_mode_header(body, mode) if mode is not None else body
 
 

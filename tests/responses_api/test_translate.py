@@ -212,3 +212,17 @@ def test_the_route_is_served_without_the_v1_prefix(
 
     assert created.output_text == "You said: no prefix"
     assert client.responses.retrieve(created.id).id == created.id
+
+
+def test_too_many_content_parts_is_a_400(start_proxy: Any, upstream: FakeUpstream) -> None:
+    proxy = start_proxy(limits={"max_content_parts": 5})
+    parts: Any = [{"type": "input_text", "text": "x"}] * 6
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk(proxy).responses.create(model="gpt-x", input=[{"role": "user", "content": parts}])
+
+    error = caught.value.body
+    assert isinstance(error, dict)
+    assert (error["code"], error["param"]) == ("too_many_content_parts", "input[0].content")
+    assert "limits.max_content_parts" in error["message"]
+    assert chat_requests(upstream) == []
