@@ -39,6 +39,7 @@ from proxy.execute.egress import EgressPolicy
 from proxy.execute.service import ToolExecutor
 from proxy.logs import startup_line
 from proxy.mcp.admin import McpRegistry
+from proxy.mcp.permits import Permits
 from proxy.mcp.registered import MCP_SERVERS_CHANNEL, ServerList, open_server_list
 from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
@@ -248,6 +249,7 @@ async def _mcp_sources(
     fixed = {server.name for server in settings.mcp_servers}
     try:
         added = [s for s in await kept.load() if s.name not in fixed]
+        added = Permits.from_settings(settings).allowed(added, "the kept list")
     except StoreUnavailable as exc:
         log.warning("MCP servers added through the API are not started yet: %s", exc.message)
         added = []
@@ -270,7 +272,8 @@ async def _mcp_registry(
     """The registry API's MCP servers, following what other processes add and remove
     (through Redis's notices) while the app runs."""
     fixed = [server.name for server in settings.mcp_servers]
-    registry = McpRegistry(mcp, kept, fixed, store, commands=settings.mcp_registry_commands)
+    permits = Permits.from_settings(settings)
+    registry = McpRegistry(mcp, kept, fixed, store, permits=permits)
     notices = CatalogNotices(redis, registry.heard, channel=MCP_SERVERS_CHANNEL)
     registry.announce = notices.announce
     await stack.enter_async_context(_listening(notices))

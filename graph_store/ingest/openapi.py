@@ -4,11 +4,16 @@
 become one JSON Schema with each field's location kept in the endpoint, ``servers[0]``
 and the path make the URL, the first tag is the group and the API's title the category.
 Local ``$ref``s are inlined; a cycle of references is an error for the operation that
-meets it, and the other operations still import.
+meets it, and the other operations still import. Inlining is bounded: at most
+:data:`MAX_INLINED_NODES` nodes for the whole document and :data:`MAX_SCHEMA_DEPTH`
+levels in any one schema, so that a 3 KB document whose references fan out to a
+million nodes, or a chain of a thousand, is refused at once with the limit it passed.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import JsonValue
@@ -23,8 +28,23 @@ _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 _IN = {"path", "query", "header", "cookie"}
 
 
+#: Nodes (objects, arrays and values) one document's operations inline, all together.
+MAX_INLINED_NODES = 100_000
+#: Levels of nesting of one inlined schema (and of the chain of references inside it).
+MAX_SCHEMA_DEPTH = 64
+
+
 class RefError(ValueError):
-    """A ``$ref`` that cannot be inlined: a cycle, or a target that is not there."""
+    """A ``$ref`` that cannot be inlined: a cycle, a target that is not there, or past
+    the inlining limits."""
+
+
+@dataclass
+class _Budget:
+    nodes: int = MAX_INLINED_NODES
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("openapi_inline_budget", default=None)
 
 
 def parse_openapi(path: Path, document: object | None = None) -> Parsed:
@@ -39,6 +59,23 @@ def parse_openapi(path: Path, document: object | None = None) -> Parsed:
     title = text(info.get("title")) or path.stem
     base = _server_url(doc)
     parsed = Parsed()
+    token = _BUDGET.set(_Budget())
+    try:
+        _parse_paths(path, doc, paths, title, info, base, parsed)
+    finally:
+        _BUDGET.reset(token)
+    return parsed
+
+
+def _parse_paths(
+    path: Path,
+    doc: dict[str, object],
+    paths: dict[str, object],
+    title: str,
+    info: dict[str, object],
+    base: str,
+    parsed: Parsed,
+) -> None:
     for route, item in paths.items():
         if not isinstance(item, dict):
             parsed.errors.append(InvalidItem(str(path), f"paths.{route}", "not a path item"))
@@ -57,7 +94,6 @@ def parse_openapi(path: Path, document: object | None = None) -> Parsed:
                 values["group_description"] = text(info.get("description"))
                 values["provenance"] = Provenance(format=FORMAT, file=str(path), item=label)
                 build_tool(parsed, path, label, values)
-    return parsed
 
 
 def _operation(
@@ -156,18 +192,39 @@ def _example(doc: dict[str, object], operation: dict[str, object]) -> JsonValue:
     return None
 
 
-def resolve(doc: dict[str, object], node: object, trail: tuple[str, ...] = ()) -> JsonValue:
-    """``node`` with every local ``$ref`` inlined; :class:`RefError` on a cycle."""
+def resolve(
+    doc: dict[str, object], node: object, trail: tuple[str, ...] = (), depth: int = 0
+) -> JsonValue:
+    """``node`` with every local ``$ref`` inlined; :class:`RefError` on a cycle or past
+    the limits (within :func:`parse_openapi`, the document's node budget too)."""
+    _spend(depth + len(trail))
     if isinstance(node, list):
-        return [resolve(doc, item, trail) for item in node]
+        return [resolve(doc, item, trail, depth + 1) for item in node]
     if not isinstance(node, dict):
         return node  # type: ignore[return-value]
     ref = node.get("$ref")
     if isinstance(ref, str):
         if ref in trail:
             raise RefError("$ref cycle: " + " -> ".join([*trail[trail.index(ref) :], ref]))
-        return resolve(doc, _target(doc, ref), (*trail, ref))
-    return {str(key): resolve(doc, value, trail) for key, value in node.items()}
+        return resolve(doc, _target(doc, ref), (*trail, ref), depth)
+    return {str(key): resolve(doc, value, trail, depth + 1) for key, value in node.items()}
+
+
+def _spend(depth: int) -> None:
+    if depth > MAX_SCHEMA_DEPTH:
+        raise RefError(
+            f"a schema nests deeper than {MAX_SCHEMA_DEPTH} levels (references included) "
+            "once its $refs are inlined"
+        )
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    budget.nodes -= 1
+    if budget.nodes < 0:
+        raise RefError(
+            f"inlining the $refs makes more than {MAX_INLINED_NODES} schema nodes; "
+            "the document repeats too much through its references"
+        )
 
 
 def _target(doc: dict[str, object], ref: str) -> object:

@@ -143,8 +143,15 @@ class Settings(BaseSettings):
     )
     mcp_registry_commands: bool = Field(
         default=False,
-        description="Whether the registry API (admin key) may add stdio MCP servers, each a "
-        "command run on this host; off, it adds HTTP servers only.",
+        description="Whether stdio MCP servers added through the registry API (admin key), each "
+        "a command run on this host, may be added and started; off, only HTTP servers are, "
+        "and a stdio server in the kept list is skipped with a warning.",
+    )
+    mcp_header_env: list[str] = Field(
+        default_factory=list,
+        description="Environment variables whose values a header of an MCP server added through "
+        "the registry API may send (`env:NAME`); none by default. The settings file's servers "
+        "may name any.",
     )
 
     @field_validator("retriever")

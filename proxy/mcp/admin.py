@@ -1,7 +1,9 @@
 """The registry's MCP servers, without HTTP: add, list, remove and sync them.
 
 A stdio server is a command run on the proxy's host, so the API adds one only when
-``mcp_registry_commands`` is set: the admin key alone does not give a shell.
+``mcp_registry_commands`` is set: the admin key alone does not give a shell; nor does it
+read the proxy's environment (``mcp_header_env``, see :mod:`proxy.mcp.permits`, which
+is checked again wherever a kept server is started).
 Servers from the settings file are listed and synced but never added or removed
 here (the file is the operator's: edit it and restart); a server added here starts
 at once, is kept in a :class:`~proxy.mcp.registered.ServerList` and comes back
@@ -32,6 +34,7 @@ from proxy.config import McpServerSettings
 from proxy.errors import Conflict, Forbidden, ToolgraphError
 from proxy.mcp.catalog import SyncReport, is_mcp_tool
 from proxy.mcp.connection import McpConnection
+from proxy.mcp.permits import Permits
 from proxy.mcp.registered import ServerList
 from proxy.mcp.sources import McpSources
 
@@ -52,10 +55,10 @@ class McpRegistry:
         fixed: Sequence[str],
         store: GraphStore,
         *,
-        commands: bool = False,
+        permits: Permits | None = None,
         announce: Announce = _alone,
     ) -> None:
-        self._commands = commands
+        self._permits = permits or Permits()
         self._sources = sources
         self._kept = kept
         self._fixed = frozenset(fixed)
@@ -95,13 +98,7 @@ class McpRegistry:
     def _check_allowed(self, server: McpServerSettings) -> None:
         if server.name in self._fixed:
             raise Conflict(f"MCP server {server.name!r} is in the settings file", param="name")
-        if server.url is None and not self._commands:
-            raise Forbidden(
-                "stdio MCP servers run a command on the proxy's host: set "
-                "mcp_registry_commands to add them here (HTTP servers need no setting)",
-                param="command",
-                code="mcp_commands_disabled",
-            )
+        self._permits.check(server)
 
     async def servers(self) -> list[dict[str, JsonValue]]:
         return await self._summaries(self._sources.connections())
@@ -148,8 +145,8 @@ class McpRegistry:
                 if kept.get(name) != server:
                     log.info("MCP server %s is no longer kept: stopping it here", name)
                     await self._sources.stop(name)
-            for name, server in kept.items():
-                if running.get(name) != server:
+            for server in self._permits.allowed(kept.values(), "the kept list"):
+                if running.get(server.name) != server:
                     self._launch(server)
 
     def _launch(self, server: McpServerSettings) -> None:

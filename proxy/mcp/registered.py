@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Protocol
@@ -34,7 +35,8 @@ FILE_NAME = "mcp_servers.json"
 REDIS_KEY = "toolgraph:mcp_servers"
 #: The notices' channel for "the list changed" (proxy.orchestrate.notices).
 MCP_SERVERS_CHANNEL = "toolgraph:mcp_servers"
-_SERVERS = TypeAdapter(list[McpServerSettings])
+_RECORDS = TypeAdapter(list[object])
+log = logging.getLogger(__name__)
 
 
 class ServerList(Protocol):
@@ -92,9 +94,11 @@ class FileServers:
         except FileNotFoundError:
             return []
         try:
-            return sorted(_SERVERS.validate_json(text), key=_name)
+            records = _RECORDS.validate_json(text)
         except ValidationError as exc:
             raise ValueError(f"{self.path}: not a list of MCP servers: {exc}") from None
+        found = (_server(record, f"{self.path} item {i}") for i, record in enumerate(records))
+        return sorted((server for server in found if server is not None), key=_name)
 
     def _write(self, servers: list[McpServerSettings]) -> None:
         records = [_record(server) for server in servers]
@@ -113,13 +117,8 @@ class RedisServers:
             fields = await self._redis.hgetall(REDIS_KEY)
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
-        servers = []
-        for name, value in fields.items():
-            try:
-                servers.append(McpServerSettings.model_validate_json(value))
-            except ValidationError as exc:
-                raise ValueError(f"Redis {REDIS_KEY} {name!r}: not an MCP server: {exc}") from None
-        return sorted(servers, key=_name)
+        found = (_server(value, f"Redis {REDIS_KEY} {name!r}") for name, value in fields.items())
+        return sorted((server for server in found if server is not None), key=_name)
 
     async def put(self, server: McpServerSettings) -> None:
         try:
@@ -132,6 +131,20 @@ class RedisServers:
             await self._redis.hdel(REDIS_KEY, name)
         except (RedisError, OSError) as exc:
             raise _unavailable(exc) from None
+
+
+def _server(record: object, where: str) -> McpServerSettings | None:
+    """The server ``record`` describes; None, said in a warning, when it describes none
+    (one bad entry, written by hand or by an older version, must not stop the proxy)."""
+    try:
+        if isinstance(record, str | bytes):
+            return McpServerSettings.model_validate_json(record)
+        return McpServerSettings.model_validate(record)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        place = ".".join(str(part) for part in problem["loc"]) or "the entry"
+        log.warning("%s is not an MCP server, skipped: %s: %s", where, place, problem["msg"])
+        return None
 
 
 def _name(server: McpServerSettings) -> str:

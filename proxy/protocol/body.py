@@ -61,9 +61,12 @@ async def decode_body(raw: bytes, limits: LimitsSettings) -> Any:
 async def read_model(request: Request, limits: LimitsSettings, model: type[M], code: str) -> M:
     """The body read, decoded and validated as ``model``; a body it refuses is a 400 with
     ``code``, in pydantic's words, naming the first field that is wrong."""
-    body = await decode_body(await read_body(request, limits.max_body_bytes), limits)
+    raw = await read_body(request, limits.max_body_bytes)
+    body = await decode_body(raw, limits)
     try:
-        return model.model_validate(body)
+        if len(raw) <= ON_LOOP_BYTES:
+            return model.model_validate(body)
+        return await asyncio.to_thread(model.model_validate, body)  # 8 MB of tools: seconds
     except ValidationError as exc:
         error = exc.errors()[0]
         param = format_param(error["loc"]) or None

@@ -60,7 +60,8 @@ class ToolRegistry:
 
     async def register(self, request: RegisterTools, store: bool) -> tuple[list[Tool], list[Check]]:
         """Parse, check and (unless ``store`` is false) save the tools of ``request``."""
-        tools = _parse(request, await self._document(request))
+        document = await self._document(request)
+        tools = await asyncio.to_thread(_parse, request, document)  # 60,000 tools: seconds
         async with self._writing:
             taken = await asyncio.to_thread(self._fresh, self._store.names)
             tools, clashes = unique_tools(tools, taken)
@@ -176,6 +177,8 @@ def _parse(request: RegisterTools, document: dict[str, JsonValue] | None) -> lis
             parsed = parse_openapi(_SOURCE, document)
     except InvalidItem as exc:
         raise InvalidRequest(exc.problem, param=exc.item, code="invalid_tool") from None
+    except RecursionError:  # a backstop: inlining is bounded (graph_store.ingest.openapi)
+        raise InvalidRequest("the tools' schemas nest too deeply", code="invalid_tool") from None
     _refuse_errors(parsed)
     if not parsed.tools:
         raise InvalidRequest("the request holds no tool", code="invalid_tool")

@@ -3,6 +3,7 @@ backends, the data folder's file and a real Redis."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -58,3 +59,22 @@ async def test_a_redis_that_cannot_be_reached_is_store_unavailable() -> None:
             await RedisServers(redis).put(stdio("a"))
     finally:
         await redis.aclose()
+
+
+async def test_a_malformed_entry_is_skipped_with_a_warning(
+    kept: ServerList, redis_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await kept.put(stdio("good"))
+    bad = {"name": "bad", "command": ["x"], "url": "http://both/mcp"}
+    if isinstance(kept, RedisServers):
+        redis = Redis.from_url(redis_server)
+        await redis.hset(REDIS_KEY, mapping={"bad": json.dumps(bad), "junk": "{not json"})
+        await redis.aclose()
+    else:
+        assert isinstance(kept, FileServers)
+        records = json.loads(kept.path.read_text())
+        kept.path.write_text(json.dumps([*records, bad, "junk"]))
+    assert [s.name for s in await kept.load()] == ["good"]
+    skipped = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(skipped) == 2
+    assert all("not an MCP server, skipped" in line for line in skipped)

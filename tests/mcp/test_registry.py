@@ -4,13 +4,15 @@ server's host under the tools' egress policy."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from proxy.mcp.registered import FILE_NAME
-from tests.conftest import ServerThread, StartProxy
+from tests.conftest import ServerThread, StartProxy, free_port
 from tests.mcp.conftest import python_server, wait_connected
 from tests.mcp.server import TOOLS
 
@@ -61,11 +63,47 @@ def test_an_added_server_is_started_again_after_a_restart(start_proxy: StartProx
     assert admin(first, "POST", SERVERS, json=spec("kept")).status_code == 201
     assert (first.settings.data_dir / FILE_NAME).exists()
     first.__exit__()
-    second = start_proxy(admin_key=ADMIN)  # commands off: a kept server still starts
+    second = start_proxy(admin_key=ADMIN, mcp_registry_commands=True)
     wait_connected(second)
     (listed,) = admin(second, "GET", SERVERS).json()["data"]
     assert (listed["name"], listed["source"]) == ("kept", "registry")
     assert admin(second, "POST", f"{SERVERS}/kept/sync").status_code == 200
+
+
+def test_a_kept_stdio_server_is_not_started_without_the_commands_setting(
+    start_proxy: StartProxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the permission is checked where the kept list is read, not only where the API adds
+    first = start_proxy(admin_key=ADMIN, mcp_registry_commands=True)
+    assert admin(first, "POST", SERVERS, json=spec("kept")).status_code == 201
+    first.__exit__()
+    caplog.set_level(logging.WARNING, logger="proxy.mcp.permits")
+    second = start_proxy(admin_key=ADMIN)
+    assert admin(second, "GET", SERVERS).json()["data"] == []  # not running here
+    assert (
+        "MCP server kept from the kept list is not started: stdio MCP servers run a command"
+        in caplog.text
+    )
+
+
+@pytest.mark.parametrize("dry_run", ["false", "true"])
+def test_a_header_reads_only_the_environment_the_operator_lists(
+    start_proxy: StartProxy, dry_run: str
+) -> None:
+    proxy = start_proxy(
+        admin_key=ADMIN, mcp_header_env=["CRM_TOKEN"], executor={"allow_private_networks": True}
+    )
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    leak = {"name": "leak", "url": url, "headers": {"X-Key": "env:TOOLGRAPH_ADMIN_KEY"}}
+    params = {"dry_run": dry_run}
+    refused = admin(proxy, "POST", SERVERS, params=params, json=leak)
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert (error["code"], error["param"]) == ("mcp_header_env_denied", "headers")
+    assert "TOOLGRAPH_ADMIN_KEY, which mcp_header_env does not list" in error["message"]
+    listed = {"name": "crm", "url": url, "headers": {"X-Key": "env:CRM_TOKEN"}}
+    answer = admin(proxy, "POST", SERVERS, params=params, json=listed)  # nobody listens there
+    assert answer.status_code != 403, answer.text
 
 
 def test_a_stdio_server_needs_the_commands_setting(start_proxy: StartProxy) -> None:

@@ -344,6 +344,64 @@ def test_bad_tool_specs_are_400(registry: ServerThread, body: dict[str, Any], co
     assert response.json()["error"]["code"] == code
 
 
+def document_with_schemas(schemas: dict[str, Any], server: str) -> dict[str, Any]:
+    """The weather API with its ``city`` parameter's schema at ``s0``."""
+    city = {"name": "city", "in": "path", "required": True}
+    city["schema"] = {"$ref": "#/components/schemas/s0"}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "Refs", "version": "1"},
+        "servers": [{"url": server}],
+        "paths": {"/weather/{city}": {"get": {"operationId": "refs", "parameters": [city]}}},
+        "components": {"schemas": schemas},
+    }
+
+
+def fan_out(levels: int, width: int) -> dict[str, Any]:
+    """Each schema holds ``width`` references to the next: ``width**levels`` nodes inlined
+    from a document of a few KB."""
+    schemas: dict[str, Any] = {f"s{levels}": {"type": "string"}}
+    for level in range(levels):
+        ref = {"$ref": f"#/components/schemas/s{level + 1}"}
+        schemas[f"s{level}"] = {
+            "type": "object",
+            "properties": {f"p{i}": ref for i in range(width)},
+        }
+    return schemas
+
+
+def chain(length: int) -> dict[str, Any]:
+    schemas: dict[str, Any] = {
+        f"s{i}": {"$ref": f"#/components/schemas/s{i + 1}"} for i in range(length)
+    }
+    schemas[f"s{length}"] = {"type": "string"}
+    return schemas
+
+
+@pytest.mark.parametrize(
+    ("schemas", "limit"),
+    [(fan_out(6, 8), "more than 100000 schema nodes"), (chain(1200), "deeper than 64 levels")],
+    ids=["fan-out", "chain"],
+)
+def test_references_past_the_inlining_limits_are_400(
+    registry: ServerThread, weather_api: str, schemas: dict[str, Any], limit: str
+) -> None:
+    document = document_with_schemas(schemas, weather_api)
+    response = call(registry, "POST", params={"dry_run": "true"}, json={"openapi": document})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_tool"
+    assert limit in error["message"]
+
+
+def test_references_within_the_limits_are_inlined(registry: ServerThread, weather_api: str) -> None:
+    document = document_with_schemas(chain(20), weather_api)
+    response = call(registry, "POST", params={"dry_run": "true"}, json={"openapi": document})
+    assert response.status_code == 200, response.text
+    (tool,) = response.json()["data"]
+    assert tool["parameters"]["properties"]["city"]["type"] == "string"
+
+
 def test_delete_removes_a_tool(registry: ServerThread, weather_api: str) -> None:
     call(registry, "POST", json={"openai": [weather_spec(weather_api)]})
     deleted = call(registry, "DELETE", "/get_weather")
