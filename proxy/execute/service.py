@@ -150,6 +150,8 @@ class ToolExecutor:
         ``destructive``: whether tools marked destructive may run (orchestrate mode: only
         under an ``Idempotency-Key``, see :func:`~proxy.execute.runner.is_destructive`).
         """
+        if not isinstance(tools, dict):  # a catalog reads a tool from its store when asked
+            tools = await asyncio.to_thread(plan_tools, tools, plan)
         runner = self.runner(
             tools, model, reuse, background, variables=variables, destructive=destructive
         )
@@ -167,3 +169,10 @@ class ToolExecutor:
             rejected=runner.rejected,
             tool_seconds=runner.tools.seconds,
         )
+
+
+def plan_tools(tools: Mapping[str, Tool], plan: ToolPlan) -> dict[str, Tool]:
+    """The tools ``plan`` names, each read now. A catalog reads a tool from its store the
+    first time it is asked for (a blocking call, a Bolt round trip behind Neo4j), so this
+    runs in a worker thread: the event loop never waits on the store."""
+    return {node.tool: tool for node in plan.nodes if (tool := tools.get(node.tool)) is not None}

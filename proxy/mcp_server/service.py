@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from pydantic import JsonValue
 
+from graph_store.models import Tool
 from proxy.errors import InvalidRequest, NotFound, ToolTimeout
 from proxy.execute.invocation import tool_host
 from proxy.execute.service import ToolExecutor
@@ -47,14 +48,15 @@ class CatalogTools:
         planner = catalog.planner
         count = max(1, min(k, MAX_RESULTS))
 
-        def retrieve() -> list[Candidate]:  # embedding and search: one hop off the loop
+        def retrieve() -> list[tuple[Candidate, Tool | None]]:
+            # embedding, search and the tools' records (read from the store the first
+            # time): one hop off the loop
             vector = planner.encoder.encode([query])[0]
-            return planner.finder.retrieve(query, vector, count)
+            hits = planner.finder.retrieve(query, vector, count)
+            return [(hit, catalog.tools.get(hit.tool)) for hit in hits]
 
-        hits = await asyncio.to_thread(retrieve)
         found: list[dict[str, JsonValue]] = []
-        for hit in hits:
-            tool = catalog.tools.get(hit.tool)
+        for hit, tool in await asyncio.to_thread(retrieve):
             if tool is not None:
                 found.append(
                     {
@@ -74,7 +76,7 @@ class CatalogTools:
         :class:`~proxy.execute.scheduler.Scheduler`); a :class:`~proxy.errors.ToolError`
         when it fails. The call's time starts once it holds its slots."""
         catalog = await self._catalog.get()
-        tool = catalog.tools.get(name)
+        tool = await asyncio.to_thread(catalog.tools.get, name)  # a store read, maybe
         if tool is None:
             raise NotFound(f"no tool {name!r} in the catalog", param="name", code="tool_not_found")
         timeout = self._executor.settings.call_timeout

@@ -85,7 +85,9 @@ class CatalogUnavailable(ToolgraphError):
 
 class StoredTools(Mapping[str, Tool]):
     """The catalog's tools by name, each read from the store the first time it is asked
-    for: a restart served from the index snapshot parses no tool record up front."""
+    for: a restart served from the index snapshot parses no tool record up front. A read
+    blocks (a Bolt round trip behind Neo4j): callers ask off the event loop
+    (:func:`proxy.execute.service.plan_tools`)."""
 
     def __init__(self, store: GraphStore, names: Iterable[str]) -> None:
         self._store = store
