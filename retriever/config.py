@@ -170,6 +170,32 @@ class RetrieverConfig(BaseModel):
     select_min_tools: int = Field(
         default=1, ge=1, description="Tools always forwarded in select mode, threshold or not."
     )
+    select_keep_loaded: bool = Field(
+        default=True,
+        description="Within a conversation, select mode keeps the tools it forwarded on earlier "
+        "turns, in the order first loaded, and appends new ones, so the forwarded `tools` stays "
+        "byte-identical while nothing new is needed (the upstream's prompt cache holds); off, "
+        "each turn forwards a fresh selection (proxy/select/loaded.py).",
+    )
+    select_max_loaded: int = Field(
+        default=24,
+        ge=1,
+        le=512,
+        description="Tools a conversation keeps loaded in select mode; past it, the oldest that "
+        "the turn did not select go.",
+    )
+    select_add_per_turn: int = Field(
+        default=0,
+        ge=0,
+        le=512,
+        description="With `select_keep_loaded`, how many of a later turn's best-ranked tools may "
+        "join the conversation's loaded ones; 0: its whole selection, so a turn forwards a "
+        "superset of what a fresh selection would (docs/benchmarks.md, Select mode over a "
+        "conversation).",
+    )
+    select_loaded_ttl_s: int = Field(
+        default=3600, ge=1, description="How long a conversation's loaded tools are kept idle."
+    )
     enum_top_k: int = Field(
         default=8, ge=1, description="Enum values kept per parameter in select mode."
     )

@@ -17,7 +17,9 @@ from proxy.protocol.chat import ChatCompletionRequest
 from proxy.upstream import ModelRouter, Reply, Target, Upstreams, relay_events, within
 
 #: What select mode does to a request before it goes upstream: its tools cut down.
-Rewrite = Callable[[ChatCompletionRequest, dict[str, Any]], Awaitable[dict[str, Any]]]
+Rewrite = Callable[
+    [ChatCompletionRequest, dict[str, Any], RequestContext], Awaitable[dict[str, Any]]
+]
 
 
 class ChatService:
@@ -61,7 +63,7 @@ class ChatService:
             # Tool names are forwarded unchanged, so the answer's tool_calls need no mapping.
             # Within the deadline: the rewrite may wait for the model's load at start-up.
             async with within(self._remaining(call.context)):
-                body = await self._rewrite(request, body)
+                body = await self._rewrite(request, body, call.context)
         target = self._router.resolve(request.model)
         call.context.model = target.label
         if target.model == request.model and "toolgraph" not in body and body is call.body:

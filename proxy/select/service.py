@@ -6,6 +6,11 @@ at start-up with ``retriever.preload``; with neither, passthrough never imports 
 The retriever's errors are translated here, where they enter the proxy. With
 ``toolgraph.gate`` the learned no-tool gate goes first: when no tool of the request
 serves it, the request goes upstream with no tools at all.
+
+Tools the client marks ``defer_loading`` are the ones to choose from, the others always
+go (:mod:`proxy.select.deferred`); within a conversation the chosen ones stay loaded, in
+the order first loaded, so the forwarded prefix keeps the upstream's prompt cache
+(:mod:`proxy.select.loaded`).
 """
 
 from __future__ import annotations
@@ -17,8 +22,19 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio import Redis
 
 from proxy import metrics
-from proxy.errors import InvalidRequest, ToolgraphError
+from proxy.context import RequestContext
+from proxy.errors import InvalidRequest, StoreUnavailable, ToolgraphError
+from proxy.kv import open_key_value
 from proxy.protocol.chat import ChatCompletionRequest, ToolgraphOptions
+from proxy.select.deferred import function_name, names_one_of, split_deferred
+from proxy.select.loaded import (
+    BOUND,
+    LoadedTool,
+    LoadedTools,
+    conversation_key,
+    merge_loaded,
+    tool_digest,
+)
 from retriever.config import RetrieverConfig
 from retriever.errors import InvalidTools, ModelNotFound
 
@@ -27,6 +43,7 @@ if TYPE_CHECKING:
     from retriever.cache import LRUCache
     from retriever.embedder import Encoder
     from retriever.gate.model import Gate
+    from retriever.select import Selection
 
 #: Request fields that only make sense with ``tools``: dropped with them.
 _TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
@@ -58,6 +75,7 @@ class SelectService:
         self._embedder: Any = None
         self._gate: tuple[Gate, BatchingEmbedder] | None = None  # loaded on first use
         self._lock = asyncio.Lock()
+        self._loaded = LoadedTools(open_key_value(redis, BOUND), config.select_loaded_ttl_s)
 
     async def start(self) -> None:
         """Load the model now (a :class:`ModelNotFound` here stops start-up)."""
@@ -78,7 +96,9 @@ class SelectService:
         if self._embedder is not None:
             self._embedder.close()
 
-    async def rewrite(self, request: ChatCompletionRequest, body: dict[str, Any]) -> dict[str, Any]:
+    async def rewrite(
+        self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
+    ) -> dict[str, Any]:
         """``body`` with ``tools`` cut down to the ones the conversation needs."""
         tools = body.get("tools")
         if not tools:
@@ -92,23 +112,43 @@ class SelectService:
             await self.start()
         except ModelNotFound as exc:
             raise RetrieverUnavailable(f"select mode is unavailable: {exc}") from None
-        gated = options.gate and not _forces_tool(body.get("tool_choice"))
-        if gated and not await self._needs_tools(tools, body):
+        fixed, candidates = split_deferred(tools)
+        tool_choice = body.get("tool_choice")
+        gated = options.gate and not _forces_tool(tool_choice)
+        if gated and not await self._needs_tools(candidates, body):
             metrics.TOOLS_SELECTED.labels("select", "offered").inc(len(tools))
+            if fixed:
+                return {**body, "tools": fixed}
             return {k: v for k, v in body.items() if k not in _TOOL_FIELDS}
+        if names_one_of(tool_choice, fixed):
+            tool_choice = None  # a tool that always goes: nothing to force among the rest
+        top_k = options.top_k or self._config.select_top_k
+        key = conversation_key(context.client_key or "", body["messages"])
+        previous = await self._previous(key)
+        threshold = (
+            self._config.select_threshold if options.threshold is None else options.threshold
+        )
+        selection = await self._select(candidates, body["messages"], top_k, threshold, tool_choice)
+        if previous is None:
+            return {**body, "tools": [*fixed, *selection.tools]}
+        chosen = await self._keep_loaded(key, previous, candidates, selection)
+        return {**body, "tools": [*fixed, *chosen]}
+
+    async def _select(
+        self,
+        candidates: list[Any],
+        messages: list[Any],
+        top_k: int,
+        threshold: float,
+        tool_choice: Any,
+    ) -> Selection:
         from retriever.select import SelectOptions
 
-        select_options = SelectOptions(
-            top_k=options.top_k or self._config.select_top_k,
-            threshold=self._config.select_threshold
-            if options.threshold is None
-            else options.threshold,
-            min_tools=self._config.select_min_tools,
-        )
+        options = SelectOptions(top_k, threshold, self._config.select_min_tools)
         hits, misses = self._embedder.stats.cache_hits, self._embedder.stats.cache_misses
         try:
-            selection = await self._selector.select(
-                tools, body["messages"], select_options, body.get("tool_choice")
+            selection: Selection = await self._selector.select(
+                candidates, messages, options, tool_choice
             )
         except InvalidTools as exc:
             raise InvalidRequest(str(exc), param=exc.param, code="invalid_tools") from None
@@ -124,7 +164,39 @@ class SelectService:
             ", ".join(selection.kept),
             selection.trimmed_enums,
         )
-        return {**body, "tools": selection.tools}
+        return selection
+
+    async def _previous(self, key: str) -> list[LoadedTool] | None:
+        """The tools the conversation loaded on earlier turns; None when they are not
+        kept (off, or the store is unreachable: the turn is served, only the prefix is lost)."""
+        if not self._config.select_keep_loaded:
+            return None
+        try:
+            return await self._loaded.get(key)
+        except StoreUnavailable as exc:
+            log.warning("select: loaded tools not read: %s", exc)
+            return None
+
+    async def _keep_loaded(
+        self, key: str, previous: list[LoadedTool], candidates: list[Any], selection: Selection
+    ) -> list[Any]:
+        """The tools this conversation loaded before, in load order, then this turn's new
+        ones (:mod:`proxy.select.loaded`); tools that are not functions go first, as they
+        came. With ``select_add_per_turn``, a later turn adds only its best ones not
+        loaded yet: every tool that joins changes the cached prefix."""
+        offered = {name: tool_digest(tool) for tool in candidates if (name := function_name(tool))}
+        others = [tool for tool in selection.tools if function_name(tool) is None]
+        by_name = {name: tool for tool in selection.tools if (name := function_name(tool))}
+        limit = self._config.select_add_per_turn
+        ranked = selection.kept[:limit] if previous and limit else selection.kept
+        chosen = [LoadedTool(name, offered[name], by_name[name]) for name in ranked]
+        loaded = merge_loaded(previous, offered, chosen, self._config.select_max_loaded)
+        if loaded != previous:
+            try:
+                await self._loaded.put(key, loaded)
+            except StoreUnavailable as exc:
+                log.warning("select: loaded tools not kept: %s", exc)
+        return [*others, *(tool.forwarded for tool in loaded)]
 
     async def _needs_tools(self, tools: list[Any], body: dict[str, Any]) -> bool:
         """The no-tool gate (``toolgraph.gate``) on the client's tools."""

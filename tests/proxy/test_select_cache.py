@@ -11,6 +11,7 @@ from functools import partial
 from redis.asyncio import Redis
 
 from proxy.config import Settings
+from proxy.context import RequestContext
 from proxy.protocol.chat import parse_request
 from proxy.select.service import SelectService
 from tests.retriever.client_tools import client_tools
@@ -19,6 +20,7 @@ _OTHER_PROCESS = """
 import asyncio, json, sys
 from redis.asyncio import Redis
 from proxy.config import Settings
+from proxy.context import RequestContext
 from proxy.protocol.chat import parse_request
 from proxy.select.service import SelectService
 
@@ -26,7 +28,7 @@ async def main():
     redis = Redis.from_url(sys.argv[1])
     select = SelectService(Settings().retriever, redis)
     request = json.loads(sys.argv[2])
-    await select.rewrite(parse_request(request), request)
+    await select.rewrite(parse_request(request), request, RequestContext("other"))
     print((await select.encoder()).counts.texts)
     select.close()
     await redis.aclose()
@@ -56,7 +58,7 @@ async def test_a_second_process_finds_the_tools_vectors_in_redis(redis_server: s
     encoder = await select.encoder()
     before = encoder.counts.texts
 
-    body = await select.rewrite(parse_request(request), request)
+    body = await select.rewrite(parse_request(request), request, RequestContext("test"))
 
     assert encoder.counts.texts == before  # every vector came from Redis
     assert len(body["tools"]) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -286,3 +287,46 @@ def test_bad_select_options_are_refused(client: openai.OpenAI) -> None:
     assert error.param == "toolgraph.top_k"
     error = _error(client, tools=client_tools(), extra_headers={"x-toolgraph-mode": "nonsense"})
     assert error.param == "toolgraph.mode"
+
+
+def deferred(tools: list[Any]) -> list[Any]:
+    return [{**tool, "defer_loading": True} for tool in tools]
+
+
+def test_tools_not_deferred_always_go_and_deferred_ones_only_when_needed(
+    client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    always, rest = client_tools()[-2:], client_tools()[:-2]  # two medical tools always go
+    upstream.enqueue(Script(text="ok"))
+    client.chat.completions.create(
+        model="gpt-x",
+        messages=user("Will it snow in Oslo on Friday?"),
+        tools=[*always, *deferred(rest)],
+        extra_body=SELECT,
+    )
+    tools = upstream.requests[-1].body["tools"]
+    assert tools[:2] == always
+    assert 3 <= len(tools) <= 6  # the two, then at most top_k deferred ones
+    assert "get_weather_forecast" in [t["function"]["name"] for t in tools[2:]]
+    assert not any("defer_loading" in t for t in tools)
+
+
+def test_a_conversation_keeps_its_loaded_tools_as_its_prefix(
+    client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    first = [{"role": "system", "content": "You help travellers."}, *user("Will it rain in Rome?")]
+    upstream.enqueue(Script(text="Yes."), Script(text="Yes."), Script(text="Here."))
+    for messages in (first, first):
+        client.chat.completions.create(
+            model="gpt-x", messages=messages, tools=client_tools(), extra_body=SELECT
+        )
+    one, again = (json.dumps(upstream.requests[i].body["tools"]) for i in (-2, -1))
+    assert one == again  # nothing new: the same tools, in the same order, key for key
+    later = [*first, {"role": "assistant", "content": "Yes."}, *user("Do I need a visa for Peru?")]
+    client.chat.completions.create(
+        model="gpt-x", messages=later, tools=client_tools(), extra_body=SELECT
+    )
+    before = upstream.requests[-2].body["tools"]
+    after = upstream.requests[-1].body["tools"]
+    assert after[: len(before)] == before
+    assert len(after) > len(before)  # the visa question loaded something new, at the end
