@@ -19,6 +19,7 @@ from proxy import sse
 from proxy.execute.service import ExecutedPlan
 from proxy.llm import quote_result
 from proxy.orchestrate.conversation import EarlierCall
+from proxy.orchestrate.values import Value, returned_values
 from proxy.protocol.base import dump_json, unset
 from proxy.protocol.chat import (
     ChatCompletion,
@@ -56,11 +57,31 @@ def answer_messages(
         )
         if quoted:
             parts.append(f"Results of this request's tool calls:\n{quoted}")
+        if values := returned_values(executed.run):
+            parts.append(values_part(values))
         if failed := executed.run.unfinished():
             parts.append("Could not be done:\n" + "\n".join(f"- {line}" for line in failed))
     elif not earlier:
         parts.append("No tool ran for this request.")
     return [{"role": "system", "content": "\n\n".join(parts)}, *messages]
+
+
+def values_part(values: list[Value]) -> str:
+    """The numbers the tools returned, for the answer to state."""
+    lines = "\n".join(f"- {value.line()}" for value in values)
+    return f"Values the tools returned (state the ones the question asks for):\n{lines}"
+
+
+def restated(messages: list[JsonValue], values: list[Value]) -> list[JsonValue]:
+    """``messages`` again, for an answer that stated none of ``values``."""
+    first = messages[0]
+    if not isinstance(first, dict):  # answer_messages' own system message comes first
+        return messages
+    note = (
+        "An earlier answer to this request stated none of the values the tools returned. "
+        "Answer again and state the value the question asks for, as a number with its unit."
+    )
+    return [{**first, "content": f"{first['content']}\n\n{note}"}, *messages[1:]]
 
 
 def answer_body(body: Mapping[str, Any], model: str, messages: list[JsonValue]) -> dict[str, Any]:

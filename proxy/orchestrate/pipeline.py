@@ -25,6 +25,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from pydantic import JsonValue
+
 from proxy import metrics
 from proxy.errors import InternalError, ToolgraphError
 from proxy.execute.plan import ToolPlan
@@ -33,10 +35,10 @@ from proxy.execute.scheduler import CallRecord
 from proxy.execute.scheduler import Outcome as CallOutcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
 from proxy.llm import MeteredModel, UpstreamModel
-from proxy.orchestrate.answer import answer_body, answer_messages
+from proxy.orchestrate.answer import answer_body, answer_messages, restated
 from proxy.orchestrate.catalog import Catalog, CatalogService
 from proxy.orchestrate.conversation import EarlierCall, succeeded_calls
-from proxy.orchestrate.joiner import Joiner
+from proxy.orchestrate.joiner import Joiner, WholeAnswer
 from proxy.orchestrate.records import TurnRecords
 from proxy.orchestrate.turn import (
     AnsweredDirectly,
@@ -48,6 +50,7 @@ from proxy.orchestrate.turn import (
     conversation_text,
     dicts,
 )
+from proxy.orchestrate.values import returned_values, states_a_value
 from proxy.plan.model import Plan
 from proxy.upstream import within
 from retriever.conversation import conversation_query
@@ -109,8 +112,33 @@ class Pipeline:
         say("answering…")
         messages = answer_messages(turn.messages, executed, earlier)
         text = await joiner.answer(turn, answer_body(turn.body, turn.target.model, messages))
+        if executed is not None and isinstance(joiner, WholeAnswer):
+            text = await self._checked(turn, joiner, messages, executed, text)
         await self.records.keep_results(turn, earlier, executed, text)
         return AnsweredDirectly(text) if executed is None else AnsweredFromTools(text, executed)
+
+    async def _checked(
+        self,
+        turn: Turn,
+        joiner: WholeAnswer,
+        messages: list[JsonValue],
+        executed: ExecutedPlan,
+        text: str,
+    ) -> str:
+        """The answer, asked once more when it states none of the numbers the tools
+        returned (a streamed answer has gone to the client: it is not checked)."""
+        values = returned_values(executed.run)
+        if states_a_value(text, values):
+            return text
+        again = restated(messages, values)
+        text = await joiner.answer(turn, answer_body(turn.body, turn.target.model, again))
+        stated = states_a_value(text, values)
+        if turn.plan is not None:
+            turn.plan.notes.append(
+                "answer check: the answer stated no returned value; asked again: "
+                + ("stated" if stated else "still none")
+            )
+        return text
 
     async def plan_only(self, turn: Turn) -> tuple[Plan, ToolPlan]:
         """The plan for ``turn``'s request and its tool DAG, nothing run and no gate
