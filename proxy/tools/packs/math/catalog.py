@@ -25,7 +25,9 @@ _VARIABLES: JsonValue = {
     # No example value here: a 1.5B argument writer copied an example's {"f": 1e9} over
     # the user's own numbers (issue 19).
     "description": "Numbers for the names in the expression that are not constants, "
-    "by name; left out when the expression holds only numbers and constants.",
+    "by name, in SI units (a prefix converted: 2 mH is 0.002, 50 nF is 5e-8; a string "
+    'such as "2 mH" is converted too); left out when the expression holds only numbers '
+    "and constants.",
     "additionalProperties": {"type": "number"},
 }
 _EXPRESSION: JsonValue = {
@@ -79,8 +81,18 @@ SPECS: list[dict[str, JsonValue]] = [
             "properties": {
                 "expression": _EXPRESSION,
                 "variable": {"type": "string", "description": "Variable to differentiate by."},
-                "order": {"type": "integer", "minimum": 1, "maximum": 10},
-                "at": {"type": ["number", "string"], "description": "Point to evaluate at."},
+                "order": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10,
+                    "description": "How many times to differentiate: 1 (the default) for the "
+                    "first derivative, 2 for the second. Not the degree of a polynomial.",
+                },
+                "at": {
+                    "type": ["number", "string"],
+                    "description": "The value of the variable to evaluate the derivative at; "
+                    "left out for the derivative as a formula.",
+                },
                 "method": {"type": "string", "enum": ["auto", "symbolic", "numeric"]},
                 "variables": _VARIABLES,
             },
@@ -100,8 +112,18 @@ SPECS: list[dict[str, JsonValue]] = [
                     "type": "string",
                     "enum": list(OPERATIONS),
                 },
-                "a": {"type": "array", "items": {"type": "number"}},
-                "b": {"type": "array", "items": {"type": "number"}},
+                "a": {
+                    "type": "array",
+                    "items": {"type": "number"},
+                    "description": "The vector; the only one magnitude and normalize take "
+                    "(the magnitude of a sum: add first, then magnitude of its result).",
+                },
+                "b": {
+                    "type": "array",
+                    "items": {"type": "number"},
+                    "description": "The second vector of add, subtract, dot, cross, angle "
+                    "and project.",
+                },
                 "scalar": {"type": "number"},
             },
             "required": ["operation", "a"],
@@ -123,7 +145,15 @@ SPECS: list[dict[str, JsonValue]] = [
                     "type": "string",
                     "enum": ["laplace2d", "point_charges", "wire_field", "wave_1d"],
                 },
-                "params": {"type": "object", "description": "The simulation's parameters."},
+                "params": {
+                    "type": "object",
+                    "description": "The simulation's parameters, in SI units (C, m, A, V, "
+                    'm/s, s; a prefix converted: 5 nC is 5e-9 C, or the string "5 nC"). '
+                    'point_charges: {"charges": [{"q", "x", "y", "z"}], '
+                    '"points": [[x, y, z]]}, the points where the field is wanted, '
+                    'required; wire_field: {"wires": [{"current", "x", "y"}], '
+                    '"points": [[x, y]]}, a point at the asked distance from the wire.',
+                },
             },
             "required": ["sim_type"],
         },

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 import sympy
 
 from proxy.tools.errors import ToolInputError
+from proxy.tools.packs.math.quantities import quantity
 
 MAX_CHARS = 1000
 MAX_NODES = 400
@@ -175,6 +176,8 @@ def variable_values(raw: object) -> dict[str, sympy.Expr]:
         check_name(name)
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             raise ToolInputError(f"variable {name} must be a number")
+        if isinstance(value, str) and (si := quantity(value)) is not None:
+            value = si  # "2 mH": the SI number, prefix applied
         values[name] = parse(value) if isinstance(value, str) else sympy.sympify(value)
         if values[name].free_symbols:
             raise ToolInputError(f"variable {name} must be a number, got {value!r}")

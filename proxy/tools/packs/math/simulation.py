@@ -17,6 +17,7 @@ from pydantic import JsonValue
 
 from proxy.tools.errors import ToolInputError
 from proxy.tools.packs.math.expressions import CONSTANTS
+from proxy.tools.packs.math.quantities import quantity
 
 SIM_TYPES = ("laplace2d", "point_charges", "wire_field", "wave_1d")
 MAX_GRID = 200
@@ -210,10 +211,17 @@ def _number(
     low: float = -1e300,
     high: float = 1e300,
 ) -> float:
-    value = params.get(key, default)
+    value = _si(params.get(key, default))
     if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
         raise ToolInputError(f"{key} must be a number from {low:g} to {high:g}")
     return float(value)
+
+
+def _si(value: JsonValue) -> JsonValue:
+    """A quantity written with its unit ("5 nC", "0.2 m") as its SI number."""
+    if isinstance(value, str) and (number := quantity(value)) is not None:
+        return number
+    return value
 
 
 def _records(
@@ -241,6 +249,7 @@ def _points(params: Mapping[str, JsonValue], dimensions: int) -> np.ndarray:
     for item in items:
         if not isinstance(item, list) or not 2 <= len(item) <= dimensions:
             raise ToolInputError(f"each point must be [x, y] or up to {dimensions} numbers")
+        item = [_si(v) for v in item]
         coordinates = [v for v in item if isinstance(v, int | float) and not isinstance(v, bool)]
         if len(coordinates) != len(item):
             raise ToolInputError("point coordinates must be numbers")

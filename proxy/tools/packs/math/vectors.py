@@ -22,12 +22,18 @@ OPERATIONS = (
     "project",
 )
 _BINARY = {"add", "subtract", "dot", "cross", "angle", "project"}
+_UNARY = {"magnitude", "normalize"}
 
 
 def vector_operation(arguments: Mapping[str, JsonValue]) -> JsonValue:
     operation = arguments.get("operation")
     if operation not in OPERATIONS:
         raise ToolInputError(f"operation must be one of {', '.join(OPERATIONS)}")
+    if operation in _UNARY and arguments.get("b") is not None:
+        raise ToolInputError(
+            f"{operation} takes one vector, a, and got b too; for the {operation} of a sum "
+            "or a difference, call add or subtract first and pass its result as a"
+        )
     a = as_vector(arguments.get("a"), "a")
     b = as_vector(arguments.get("b"), "b") if operation in _BINARY else None
     if b is not None and b.shape != a.shape:
