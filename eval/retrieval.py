@@ -7,7 +7,10 @@ line). Every method runs over the same documents and queries, BM25 among them:
 
 * ``bm25``: BM25 over the enriched documents;
 * ``dense-<model>-<document>``: exact cosine search, one per document variant;
-* ``hybrid-<model>-<document>``: the dense ranking fused with BM25 (RRF).
+* ``hybrid-<model>-<document>``: the dense ranking fused with BM25 (the shipped fusion);
+* with ``--stages``, two more over the enriched documents: ``…+expansion`` (each tool's
+  questions as extra rows, :mod:`retriever.expansion`) and ``…+rerank`` (the first
+  stage's top 30 reordered by the late-interaction reranker, :mod:`retriever.rerank`).
 
 Document vectors are cached on disk per model (``--cache-dir``), so a second run
 embeds nothing it has embedded before.
@@ -32,7 +35,7 @@ import numpy as np
 from pydantic import JsonValue
 
 from retriever.config import DocumentVariant, RetrieverConfig
-from retriever.documents import corpus_fields, make_document
+from retriever.documents import ToolDocument, corpus_fields, make_document
 from retriever.embedder import Encoder, Vectors
 
 if TYPE_CHECKING:
@@ -138,6 +141,7 @@ def evaluate(
     cache_dir: Path | None = None,
     progress: bool = True,
     config: RetrieverConfig | None = None,
+    stages: bool = False,
 ) -> dict[str, Scores]:
     """Every method's scores; ``encoder=None`` runs BM25 alone. The index is built as the
     proxy builds it from ``config`` (fusion, BM25; unset, the defaults); with
@@ -174,7 +178,39 @@ def evaluate(
         for method in ("dense", "hybrid"):
             runs = _run(index, query_vectors, texts, data, depth, method)
             results[f"{method}-{model}-{variant}"] = score_runs(runs, data, ks)
+        if stages and variant == "enriched":
+            name = f"hybrid-{model}-{variant}"
+            for stage, staged in _stages(data, documents, vectors, encoder, config, cache_dir):
+                runs = _run(staged, query_vectors, texts, data, depth, "hybrid")
+                results[f"{name}+{stage}"] = score_runs(runs, data, ks)
     return results
+
+
+def _stages(
+    data: BeirSet,
+    documents: list[ToolDocument],
+    vectors: Vectors,
+    encoder: Encoder,
+    config: RetrieverConfig,
+    cache_dir: Path | None,
+) -> Iterator[tuple[str, ToolIndex]]:
+    """The first stage with expanded documents, then with the reranker."""
+    from retriever.bulk import embed_documents
+    from retriever.expansion import questions
+    from retriever.index import ExtraRows, ToolIndex
+    from retriever.rerank import load_reranker
+
+    written = [questions(corpus_fields(row)) for row in data.corpus]
+    extra = ExtraRows(
+        embed_documents(
+            encoder, [q for qs in written for q in qs], cache_dir=cache_dir, progress=False
+        ),
+        np.repeat(np.arange(len(written)), [len(qs) for qs in written]).astype(np.intp),
+    )
+    plain = config.model_copy(update={"rerank": False})
+    yield "expansion", ToolIndex.from_config(documents, vectors, plain, extra=extra)
+    reranker = load_reranker(config.model_copy(update={"rerank": True}))
+    yield "rerank", ToolIndex.from_config(documents, vectors, plain, reranker=reranker)
 
 
 def _run(
@@ -251,6 +287,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     retrieval.add_argument("--limit-queries", type=int, help="the first N queries only")
     retrieval.add_argument("--cache-dir", type=Path, help="document vectors (data_dir/embeddings)")
     retrieval.add_argument("--quiet", action="store_true", help="no progress bars")
+    retrieval.add_argument(
+        "--stages",
+        action="store_true",
+        help="also the first stage with expanded documents and with the reranker",
+    )
 
 
 def parse_ks(text: str) -> list[int] | None:
@@ -289,6 +330,7 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         cache_dir=args.cache_dir or settings.data_dir / "embeddings",
         progress=not args.quiet,
         config=settings.retriever,
+        stages=args.stages,
     )
     print(
         f"{len(data.queries)} queries, {len(data.corpus)} documents, "

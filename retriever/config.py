@@ -147,6 +147,27 @@ class RetrieverConfig(BaseModel):
         "clauses; a request of one clause costs what it did. Chosen leave-one-dataset-out "
         "(retriever/clauses.py, retriever/README.md).",
     )
+    rerank: bool = Field(
+        default=False,
+        description="Reorder every hybrid catalog search's top 30 (orchestrate's candidate "
+        "lists, the console's and /mcp's search, `toolgraph search`) with the late-interaction "
+        "reranker (retriever/rerank/): the query's token vectors against each candidate's, "
+        "its MaxSim plus `rerank_first_stage_weight` x the fused score. Select mode does not "
+        "rerank. docs/benchmarks.md, Retrieval.",
+    )
+    rerank_path: Path | None = Field(
+        default=None,
+        description="The reranker's weights; unset, the file bundled for all-MiniLM-L6-v2 "
+        "(retriever/adapters/minilm-l6-v2-rerank.npz). A missing or bad file stops start-up.",
+    )
+    rerank_first_stage_weight: float = Field(
+        default=1.0,
+        ge=0,
+        le=10,
+        description="Share of the first stage's fused score (0-1) added to the reranker's "
+        "MaxSim; 1.0 was the best of 0-1 on training-set queries the reranker never read "
+        "(docs/benchmarks.md, Retrieval).",
+    )
     query_turns: int = Field(
         default=3,
         ge=1,

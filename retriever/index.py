@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,9 @@ from retriever.embedder import Vectors
 from retriever.fusion import reciprocal_rank_fusion, top_k
 from retriever.lexical import BM25Index
 
+if TYPE_CHECKING:
+    from retriever.rerank.reranker import Reranker
+
 Method = Literal["dense", "bm25", "hybrid"]
 
 #: Filter masks kept (one bool per tool each: 47 kB at 47k tools).
@@ -28,6 +31,9 @@ _MASKS_KEPT = 256
 
 #: Depth of each ranking that fusion looks at.
 FUSION_DEPTH = 100
+
+#: First-stage candidates the reranker reads (``retriever.rerank``).
+RERANK_DEPTH = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,16 @@ class Hit:
     category: str
     group: str
     score: float
+
+
+@dataclass(frozen=True)
+class ExtraRows:
+    """More rows of some tools (the questions they answer, :mod:`retriever.expansion`):
+    their vectors and, for each, the row of the tool it belongs to. A tool's cosine is
+    then its best row's."""
+
+    vectors: Vectors
+    owners: npt.NDArray[np.intp]
 
 
 class ToolIndex:
@@ -52,10 +68,14 @@ class ToolIndex:
         bm25_k1: float = 0.9,
         bm25_b: float = 0.4,
         fusion: FusionMethod = "rrf",
+        extra: ExtraRows | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
-        """``bm25``: the BM25 index of exactly these documents' texts, in this order,
-        built before (an index snapshot's) with ``bm25_k1`` and ``bm25_b``; else it is built
-        here when ``lexical``."""
+        """``extra``: more rows of the tools (their vectors and owners); ``reranker``:
+        what reorders a hybrid search's first :data:`RERANK_DEPTH` candidates. ``bm25``:
+        the BM25 index of exactly these documents' texts, in this order, built before (an
+        index snapshot's) with ``bm25_k1`` and ``bm25_b``; else it is built here when
+        ``lexical``."""
         if len(documents) != len(vectors):
             raise ValueError(f"{len(documents)} documents but {len(vectors)} vectors")
         if bm25 is not None and len(bm25) != len(documents):
@@ -77,6 +97,19 @@ class ToolIndex:
         self._categories = [doc.category for doc in documents]
         self._groups = [doc.group for doc in documents]
         self._masks: dict[tuple[str, str], Mask] = {}
+        self.reranker = reranker
+        self._row_of_id = {doc.id: i for i, doc in enumerate(self.documents)}
+        self._extra: DenseMatrix | None = None
+        self._owners = np.zeros(0, dtype=np.intp)
+        self._rows_of: list[npt.NDArray[np.intp]] = []
+        if extra is not None and len(extra.owners):
+            if len(extra.vectors) != len(extra.owners):
+                raise ValueError(f"{len(extra.vectors)} extra rows but {len(extra.owners)} owners")
+            self._extra = DenseMatrix(extra.vectors)
+            self._owners = np.asarray(extra.owners, dtype=np.intp)
+            order = np.argsort(self._owners, kind="stable")
+            bounds = np.searchsorted(self._owners[order], np.arange(len(documents) + 1))
+            self._rows_of = [order[bounds[i] : bounds[i + 1]] for i in range(len(documents))]
 
     @classmethod
     def from_config(
@@ -86,9 +119,16 @@ class ToolIndex:
         config: RetrieverConfig,
         *,
         bm25: BM25Index | None = None,
+        extra: ExtraRows | None = None,
+        reranker: Reranker | None = None,
     ) -> ToolIndex:
         """The index a request searches: fusion and BM25 as ``config`` sets them (the proxy's
-        catalog, its snapshot and ``toolgraph eval retrieval`` all build it here)."""
+        catalog, its snapshot and ``toolgraph eval retrieval`` all build it here); with
+        ``config.rerank``, the shared reranker unless one is given."""
+        if reranker is None and config.rerank:
+            from retriever.rerank import load_reranker
+
+            reranker = load_reranker(config)
         return cls(
             documents,
             vectors,
@@ -99,6 +139,8 @@ class ToolIndex:
             bm25_k1=config.bm25_k1,
             bm25_b=config.bm25_b,
             fusion=config.fusion_method,
+            extra=extra,
+            reranker=reranker,
         )
 
     def __len__(self) -> int:
@@ -113,6 +155,35 @@ class ToolIndex:
         method: Method = "hybrid",
         category: str | None = None,
         group: str | None = None,
+        rerank: bool = True,
+    ) -> list[Hit]:
+        """The top ``k`` tools; a hybrid search with a :attr:`reranker` (and ``rerank``)
+        reads the first stage's top :data:`RERANK_DEPTH` and reorders them."""
+        if rerank and self.reranker is not None and method == "hybrid" and k <= RERANK_DEPTH:
+            first = self._search(query_vector, query_text, RERANK_DEPTH, method, category, group)
+            return self.rerank(query_text, first)[:k]
+        return self._search(query_vector, query_text, k, method, category, group)
+
+    def rerank(self, query_text: str, hits: Sequence[Hit]) -> list[Hit]:
+        """``hits`` in the reranker's order, each scored by it (unchanged without one)."""
+        if self.reranker is None or not hits:
+            return list(hits)
+        texts = [self.documents[self._row_of_id[hit.id]].text for hit in hits]
+        scores = self.reranker.combined(query_text, texts, [hit.score for hit in hits])
+        order = np.argsort(-scores, kind="stable")
+        return [
+            Hit(hits[i].id, hits[i].name, hits[i].category, hits[i].group, float(scores[i]))
+            for i in order
+        ]
+
+    def _search(
+        self,
+        query_vector: Vectors | None,
+        query_text: str,
+        k: int,
+        method: Method,
+        category: str | None,
+        group: str | None,
     ) -> list[Hit]:
         mask = _combine(self._mask("category", category), self._mask("group", group))
         if method == "bm25" or (method == "hybrid" and query_vector is None):
@@ -133,8 +204,35 @@ class ToolIndex:
     def _dense(self, query: Vectors, k: int, mask: Mask | None) -> list[tuple[int, float]]:
         """The dense ranking; with several query rows (a text and its clauses,
         :mod:`retriever.clauses`), each tool scored by its best row, all rows in one pass
-        (:meth:`DenseMatrix.search`)."""
-        return self.dense.search(query, k, mask)
+        (:meth:`DenseMatrix.search`); with extra rows, each tool by its best row."""
+        found = self.dense.search(query, k, mask)
+        if self._extra is None:
+            return found
+        extra_mask = None if mask is None else mask[self._owners]
+        per_tool = max(1, len(self._owners) // max(1, len(self.documents)))
+        best = dict(found)
+        for row, score in self._extra.search(query, k * per_tool, extra_mask):
+            owner = int(self._owners[row])
+            best[owner] = max(best.get(owner, -np.inf), score)
+        rows = np.asarray(sorted(best), dtype=np.intp)
+        exact = self._best_of(query, rows)
+        return [(int(rows[i]), float(exact[i])) for i in top_k(exact, k)]
+
+    def _best_of(self, query: Vectors, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
+        """Each of ``rows``' cosine: its document's, or its best row's with extra rows."""
+        own = self.dense.best_of(query, rows)
+        if self._extra is None or not len(rows):
+            return own
+        parts = [self._rows_of[int(r)] for r in rows]
+        extra_rows = np.concatenate(parts)
+        if not len(extra_rows):
+            return own
+        scores = self._extra.best_of(query, extra_rows)
+        counts = np.asarray([len(p) for p in parts])
+        owner = np.repeat(np.arange(len(rows)), counts)
+        best = own.copy()
+        np.maximum.at(best, owner, scores)
+        return best
 
     def _mask(self, field: str, value: str | None) -> Mask | None:
         """Rows whose ``field`` is ``value``; the most recent masks are kept."""
@@ -166,7 +264,7 @@ class ToolIndex:
         words = self._lexical_scores(text, mask)
         found = [i for i in top_k(words, FUSION_DEPTH) if words[i] > 0]
         rows = np.unique(np.asarray([i for i, _ in dense] + found, dtype=np.intp))
-        similarity = self.dense.best_of(query, rows)
+        similarity = self._best_of(query, rows)
         top = float(similarity.max()) if len(rows) else 0.0
         fused = self._dense_weight * similarity / max(top, 1e-6)
         best_words = float(words.max()) if len(words) else 0.0

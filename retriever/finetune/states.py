@@ -111,8 +111,16 @@ class LowerLayers:
             )
         return out
 
-    def states(self, texts: list[str], *, batch_size: int = 32, label: str = "") -> States:
-        """Each text's hidden states under the top layers (sorted by length to batch)."""
+    def states(
+        self,
+        texts: list[str],
+        *,
+        batch_size: int = 32,
+        label: str = "",
+        max_tokens: int = MAX_TOKENS,
+    ) -> States:
+        """Each text's hidden states under the top layers (sorted by length to batch), the
+        text cut at ``max_tokens``."""
         import torch
 
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -125,7 +133,7 @@ class LowerLayers:
                     [texts[i] for i in rows],
                     padding=True,
                     truncation=True,
-                    max_length=MAX_TOKENS,
+                    max_length=max_tokens,
                     return_tensors="pt",
                 )
                 hidden = self._run(batch)
@@ -150,16 +158,18 @@ class LowerLayers:
             offsets.append(part.offsets[1:] + offsets[-1][-1])
         return States(np.concatenate([p.tokens for p in parts]), np.concatenate(offsets))
 
-    def cached_states(self, texts: list[str], cache_dir: Path, label: str) -> States:
+    def cached_states(
+        self, texts: list[str], cache_dir: Path, label: str, max_tokens: int = MAX_TOKENS
+    ) -> States:
         """:meth:`states`, kept under ``cache_dir`` by the texts and the cut."""
         digest = hashlib.blake2b(digest_size=10)
-        for part in (self.model.name, str(self.trained), str(MAX_TOKENS), *texts):
+        for part in (self.model.name, str(self.trained), str(max_tokens), *texts):
             digest.update(part.encode() + b"\0")
         path = cache_dir / f"states-{digest.hexdigest()}.npz"
         if path.is_file():
             with np.load(path) as data:
                 return States(data["tokens"], data["offsets"])
-        states = self.states(texts, label=label)
+        states = self.states(texts, label=label, max_tokens=max_tokens)
         cache_dir.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".part.npz")
         np.savez(partial, tokens=states.tokens, offsets=states.offsets)
