@@ -20,6 +20,7 @@ transformers' trainer) added about 2 s to every start-up for a pooling of two li
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -273,15 +274,19 @@ class FlagEncoder:
 
 
 class BGEM3Encoder:
-    """BGE-M3's dense vectors through ``BGEM3FlagModel`` (fp16 on CUDA)."""
+    """BGE-M3's dense vectors through ``BGEM3FlagModel``: fp16 on CUDA, fp32 elsewhere
+    unless ``fp16`` says otherwise. The width is the model's (1024 for BGE-M3 itself)."""
 
-    def __init__(self, path: Path, device: str) -> None:
+    def __init__(self, path: Path, device: str, fp16: bool | None = None) -> None:
         from FlagEmbedding import BGEM3FlagModel
 
-        self._model = BGEM3FlagModel(str(path), use_fp16=device == "cuda", devices=device)
+        self.fp16 = device == "cuda" if fp16 is None else fp16
+        self._model = BGEM3FlagModel(str(path), use_fp16=self.fp16, devices=device)
         self._lock = threading.Lock()
         self.counts = EncodeCounts()  # no token positions: FlagEmbedding does not say
         self._name = f"bge-m3:{path.name}"
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        self._dim = int(config["hidden_size"])
 
     @property
     def name(self) -> str:
@@ -289,7 +294,7 @@ class BGEM3Encoder:
 
     @property
     def dim(self) -> int:
-        return 1024
+        return self._dim
 
     def encode(self, texts: list[str]) -> Vectors:
         if not texts:
