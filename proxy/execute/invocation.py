@@ -7,7 +7,10 @@
 MCP server's session (:class:`~proxy.mcp.sources.McpSources`). httpx's exceptions are translated to
 :mod:`proxy.errors` here and nowhere else. Credentials come from the settings and
 are added to the request at the last moment: they are never in the arguments an LLM
-wrote, in the output, or in an error message.
+wrote, in the output, or in an error message, nor sent on by a redirect to another
+origin (a hop's host passes the egress policy again, and loses the credential's header;
+httpx drops only ``Authorization``). A fixed query string in an endpoint's URL
+(``?api-version=…``) is kept beside the arguments' query.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 import httpcore
 import httpx
@@ -47,6 +50,8 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _MAX_RETRY_AFTER = 5.0
 _ERROR_SNIPPET = 300
 _PLACEHOLDER = re.compile(r"\{([^{}/]+)\}")
+#: A request's extension: the origin its credential headers are for, and their names.
+_CREDENTIAL_HEADERS = "toolgraph.credential_headers"
 
 
 class ToolInvoker(Protocol):
@@ -71,6 +76,7 @@ def make_http_client(policy: EgressPolicy, executor: ExecutorSettings) -> httpx.
 
     async def check_hop(request: httpx.Request) -> None:
         policy.check_host(request.url.host)
+        _drop_foreign_credentials(request)
 
     transport = httpx.AsyncHTTPTransport(trust_env=False, retries=0)
     # httpx takes no network backend; its pool does. Rebuilt with the same limits.
@@ -83,6 +89,21 @@ def make_http_client(policy: EgressPolicy, executor: ExecutorSettings) -> httpx.
         timeout=httpx.Timeout(executor.call_timeout, connect=min(10.0, executor.call_timeout)),
         event_hooks={"request": [check_hop]},
     )
+
+
+def _drop_foreign_credentials(request: httpx.Request) -> None:
+    """A redirect hop to another origin than the credentials' loses their headers."""
+    held = request.extensions.get(_CREDENTIAL_HEADERS)
+    if held is None:
+        return
+    origin, names = held
+    if _origin(request.url) != origin:
+        for name in names:
+            request.headers.pop(name, None)
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return url.scheme, url.host, url.port
 
 
 def _guarded_pool(policy: EgressPolicy, executor: ExecutorSettings) -> httpcore.AsyncConnectionPool:
@@ -102,6 +123,7 @@ class HttpRequest:
     params: dict[str, str]
     headers: dict[str, str]
     body: dict[str, JsonValue] | None
+    credential_headers: tuple[str, ...] = ()  # the headers that carry a credential
 
 
 class HttpInvoker:
@@ -149,6 +171,7 @@ class HttpInvoker:
             params=request.params,
             headers=request.headers,
             json=request.body,
+            extensions=self._credential_extension(request),
         ) as response:
             chunks, size = [], 0
             async for chunk in response.aiter_bytes():
@@ -159,6 +182,13 @@ class HttpInvoker:
                     )
                 chunks.append(chunk)
             return response.status_code, response.headers, b"".join(chunks)
+
+    @staticmethod
+    def _credential_extension(request: HttpRequest) -> dict[str, object]:
+        if not request.credential_headers:
+            return {}
+        origin = _origin(httpx.URL(request.url))
+        return {_CREDENTIAL_HEADERS: (origin, request.credential_headers)}
 
     def _with_credentials(self, tool: Tool, request: HttpRequest) -> HttpRequest:
         host = tool_host(tool)
@@ -172,7 +202,8 @@ class HttpInvoker:
                 headers[cred.header] = cred.prefix + value
             elif cred.query is not None:
                 params[cred.query] = cred.prefix + value
-        return HttpRequest(request.method, request.url, params, headers, request.body)
+        named = tuple(cred.header for cred in matching if cred.header is not None)
+        return HttpRequest(request.method, request.url, params, headers, request.body, named)
 
     def _translate(self, tool: Tool, exc: httpx.TransportError) -> ToolError:
         if isinstance(exc, httpx.TimeoutException):
@@ -193,10 +224,13 @@ def build_request(tool: Tool, arguments: Mapping[str, JsonValue]) -> HttpRequest
     if endpoint is None or not endpoint.url.startswith(("http://", "https://")):
         raise ToolError(f"{tool.name} has no HTTP endpoint", param=tool.name)
     method = endpoint.method.upper()
-    template = endpoint.url
-    if "{" in (urlsplit(template).netloc):
+    parts = urlsplit(endpoint.url)
+    if "{" in parts.netloc:
         raise ToolError(f"{tool.name}: the host of its URL may not be a parameter")
-    url, params, headers, cookies = template, {}, {}, {}
+    # httpx replaces a URL's query with ``params``: the fixed one goes in params first
+    fixed = dict(parse_qsl(parts.query, keep_blank_values=True))
+    template = urlunsplit(parts._replace(query=""))
+    url, params, headers, cookies = template, fixed, {}, {}
     body: dict[str, JsonValue] = {}
     for name, value in arguments.items():
         where = endpoint.locations.get(name) or _default_location(name, template, method)

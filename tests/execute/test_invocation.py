@@ -329,3 +329,32 @@ async def test_connection_errors_are_retried_for_idempotent_calls() -> None:
     refused = http_tool("refused", f"http://127.0.0.1:{free_port()}/x")
     with pytest.raises(ToolError, match="cannot reach refused: ConnectError"):
         await invoke(refused, {}, retries=1)
+
+
+async def test_a_redirect_to_another_origin_carries_no_credential(
+    tools_server: ToolServer, secret_env: None
+) -> None:
+    # localhost is another origin than 127.0.0.1, though the same server: the key stays home
+    policy = EgressPolicy(["127.0.0.1", "localhost"], allow_private=True)
+    tool = http_tool("jump", f"{tools_server.url}/redirect")
+    credential = ToolCredentialSettings(host="127.0.0.1", env="HOTEL_API_KEY", header="x-api-key")
+    elsewhere = tools_server.url.replace("127.0.0.1", "localhost") + "/echo"
+    await invoke(tool, {"to": elsewhere}, policy, credentials=[credential])
+    assert tools_server.last["path"] == "/echo"
+    headers = tools_server.last["headers"]
+    assert isinstance(headers, dict)
+    assert "x-api-key" not in headers
+    await invoke(tool, {"to": f"{tools_server.url}/echo"}, policy, credentials=[credential])
+    home = tools_server.last["headers"]
+    assert isinstance(home, dict)
+    assert home["x-api-key"] == SECRET  # a redirect within the origin keeps it
+
+
+async def test_a_fixed_query_string_is_kept_beside_the_arguments(tools_server: ToolServer) -> None:
+    tool = http_tool("echo", f"{tools_server.url}/echo?api-version=2024-10-21&format=json")
+    output = await invoke(tool, {"q": "x"})
+    assert output == {
+        "path": "/echo",
+        "query": {"api-version": "2024-10-21", "format": "json", "q": "x"},
+        "body": None,
+    }
