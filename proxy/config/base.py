@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -33,10 +34,19 @@ class Section(BaseModel):
 
 
 def check_http_url(value: str | None) -> str | None:
+    """``value`` as an http(s) URL that parses and names a host (``http://[::1`` and
+    ``http:///x`` once got as far as a connection: a 500, or a request to nowhere)."""
     if value is None:
         return None
     if not value.startswith(("http://", "https://")) or len(value) < len("http://x"):
         raise ValueError("must be an http:// or https:// URL")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (read for its check: a port past 65535 raises)
+    except ValueError as exc:
+        raise ValueError(f"not a URL ({exc})") from None
+    if not parts.hostname:
+        raise ValueError("must name a host (http://HOST/…)")
     return value.rstrip("/")
 
 

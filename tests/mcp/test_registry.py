@@ -130,6 +130,23 @@ def test_an_http_server_outside_the_allow_list_is_refused(start_proxy: StartProx
     assert "allow-list" in refused.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("http://[::1", "not a URL (Invalid IPv6 URL)"),
+        ("http:///x", "must name a host"),
+        ("http://h:99999/mcp", "not a URL (Port out of range 0-65535)"),
+    ],
+)
+def test_a_url_that_does_not_parse_or_names_no_host_is_400(
+    start_proxy: StartProxy, url: str, problem: str
+) -> None:
+    proxy = start_proxy(admin_key=ADMIN)
+    refused = admin(proxy, "POST", SERVERS, json={"name": "bad", "url": url})
+    assert refused.status_code == 400, refused.text
+    assert problem in refused.json()["error"]["message"]
+
+
 def test_bad_input_and_no_key_are_refused(start_proxy: StartProxy) -> None:
     proxy = start_proxy(admin_key=ADMIN, mcp_registry_commands=True)
     both = admin(
