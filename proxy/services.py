@@ -47,7 +47,6 @@ from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
 from proxy.modes import ChatMode, Modes
 from proxy.orchestrate.catalog import CatalogService
-from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
@@ -210,7 +209,7 @@ def _modes(
     services: dict[Mode, ChatMode] = {
         "passthrough": chat(),
         "select": chat(select.rewrite),
-        "orchestrate": OrchestrateMode(orchestrator),
+        "orchestrate": orchestrator,
     }
     return Modes(services, settings.default_mode)
 

@@ -22,7 +22,6 @@ from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError
 from proxy.modes import ChatCall
-from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.service import Orchestrator
 from proxy.orchestrate.turn import TRACE_HEADER
 from proxy.protocol.chat import ChatCompletionRequest
@@ -31,7 +30,6 @@ from proxy.protocol.chat import ChatCompletionRequest
 class RequestTools:
     def __init__(self, orchestrator: Orchestrator, settings: Settings) -> None:
         self._orchestrator = orchestrator
-        self._mode = OrchestrateMode(orchestrator)
         routed = [route.name for route in settings.models]
         self._model = routed[0] if routed else settings.upstream_model
 
@@ -57,7 +55,9 @@ class RequestTools:
         """``text`` orchestrated: the answer and the trace id it can be read back by (by
         ``caller``'s tenant alone, as on ``/v1``)."""
         try:
-            reply = await self._mode.complete(self._call(text, model, idempotency_key, caller))
+            reply = await self._orchestrator.complete(
+                self._call(text, model, idempotency_key, caller)
+            )
         except ToolgraphError as exc:  # the client reads the trace to see what ran
             if trace := exc.headers.get(TRACE_HEADER):
                 exc.message = f"{exc.message} (trace {trace})"

@@ -108,9 +108,6 @@ class TurnRecords:
         self._lost = LostRecords()
         self._pending: set[asyncio.Task[None]] = set()
 
-    async def claim(self, turn: Turn, key: str, raw: bytes) -> Claim | Stored:
-        return await self.keys.claim(key, turn.client, raw)
-
     async def earlier(self, turn: Turn) -> list[EarlierCall]:
         """The earlier turn's results; none when their store is down (tools run again)."""
         try:

@@ -1,29 +1,32 @@
-"""Orchestrate mode, without HTTP: a request's entry and its two ways out.
+"""Orchestrate mode, without HTTP: the mode's service (:class:`~proxy.modes.ChatMode`).
 
 :meth:`Orchestrator.start` checks the request and routes its model into a
-:class:`~proxy.orchestrate.turn.Turn`; the :class:`~proxy.orchestrate.pipeline.Pipeline`
-(gate → plan → execute → answer) takes it to a typed outcome; :meth:`complete`
-makes that a JSON body or raises its error, :meth:`stream` (``stream.py``) makes
-it events. Either keeps the turn's records (``records.py``): the trace, and the
-outcome of the request's ``Idempotency-Key``. A non-streamed failure after tools
+:class:`~proxy.orchestrate.turn.Turn`; its ``Idempotency-Key`` is claimed, or the
+answer stored under it replayed (``replay.py``); the
+:class:`~proxy.orchestrate.pipeline.Pipeline` (gate → plan → execute → answer) takes
+it to a typed outcome; :meth:`complete` makes that a JSON body or raises its error,
+:meth:`stream` (``stream.py``) makes it events. Either ends the turn in one scope
+(``ending.py``): the key's outcome and the trace. A non-streamed failure after tools
 ran carries ``x-should-retry: false`` so the SDK does not run them again.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError
 from proxy.execute.service import ToolExecutor
+from proxy.modes import Answer, ChatCall, Events
 from proxy.orchestrate.answer import completion, with_usage
 from proxy.orchestrate.catalog import CatalogService
+from proxy.orchestrate.ending import TurnEnd, claim_key
 from proxy.orchestrate.idempotency import Claim, Stored
 from proxy.orchestrate.joiner import WholeAnswer
 from proxy.orchestrate.pipeline import Pipeline
 from proxy.orchestrate.records import Stores, TurnRecords
+from proxy.orchestrate.replay import replay, replay_reply
 from proxy.orchestrate.stream import TurnStream
 from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn
 from proxy.protocol.base import dump_json
@@ -84,26 +87,41 @@ class Orchestrator:
             client=context.tenant,
         )
 
-    async def claim(self, turn: Turn, key: str, raw: bytes) -> Claim | Stored:
-        return await self.records.claim(turn, key, raw)
-
-    async def complete(self, turn: Turn, claim: Claim | None = None) -> Reply:
+    async def complete(self, call: ChatCall) -> Reply:
         """The answer as one ``chat.completion`` body, or the outcome's error raised."""
-        settled = False  # the key holds its outcome (or was given up)
-        try:
+        turn = self.start(call.request, call.body, call.context)
+        claim = await self._claim(turn, call)
+        if isinstance(claim, Stored):
+            return replay_reply(claim)
+        return await self.answer(turn, claim)
+
+    async def stream(self, call: ChatCall) -> Answer:
+        """The client's events: keep-alives and progress, then the answer's chunks."""
+        turn = self.start(call.request, call.body, call.context)
+        claim = await self._claim(turn, call)
+        if isinstance(claim, Stored):
+            return replay(claim)
+        return Events(self._streams.stream(turn, claim), turn.headers)
+
+    async def _claim(self, turn: Turn, call: ChatCall) -> Claim | Stored | None:
+        """The request's key claimed, or its stored answer; ``None`` without a key."""
+        if call.idempotency_key is None:
+            return None
+        return await claim_key(
+            self.records.keys, self.records, turn, call.idempotency_key, call.raw
+        )
+
+    async def answer(self, turn: Turn, claim: Claim | None = None) -> Reply:
+        """``turn`` (started, its key claimed) answered whole, or its error raised."""
+        async with TurnEnd(self.records, turn, claim) as end:
             joiner = WholeAnswer()
             outcome = await self.pipeline.run(turn, joiner)
-            await self.records.save_trace(turn)  # readable once the client has the answer
-            settled = True
+            await end.save_trace()  # readable once the client has the answer
             if isinstance(outcome, Failed):
-                raise await self._failure(turn, claim, outcome.error)
+                raise await self._failure(turn, end, outcome.error)
             reply = Reply(dump_json(self._completion(turn, outcome, joiner)), turn.headers)
-            await self.records.settled(claim, turn, Stored(200, reply.headers, reply.content))
+            await end.settle(Stored(200, reply.headers, reply.content))
             return reply
-        finally:
-            if not settled:  # cancelled: the client went away
-                self.records.spawn(self.records.settle(claim, turn, None))
-            self.records.save_trace_later(turn)
 
     def _completion(self, turn: Turn, outcome: Outcome, joiner: WholeAnswer) -> ChatCompletion:
         usage = turn.usage.as_openai()
@@ -112,21 +130,15 @@ class Orchestrator:
             return completion(turn.completion_id, turn.created, model, outcome.question, usage)
         return with_usage(joiner.completion, usage)
 
-    async def _failure(
-        self, turn: Turn, claim: Claim | None, error: ToolgraphError
-    ) -> ToolgraphError:
+    async def _failure(self, turn: Turn, end: TurnEnd, error: ToolgraphError) -> ToolgraphError:
         """``error`` as the client gets it; after tools ran, also what its key keeps (a
         retry must not run them again), else the key is given up."""
         error.headers.update(turn.headers)
         if turn.tools_ran:
             error.headers["x-should-retry"] = "false"
         stored = Stored(error.status, dict(error.headers), error.to_json(self._secrets))
-        await self.records.settled(claim, turn, stored if turn.tools_ran else None)
+        await end.settle(stored if turn.tools_ran else None)
         return error
-
-    def stream(self, turn: Turn, claim: Claim | None = None) -> AsyncIterator[bytes]:
-        """The client's events: keep-alives and progress, then the answer's chunks."""
-        return self._streams.stream(turn, claim)
 
     async def drain(self) -> None:
         """Wait for the bookkeeping still running (at shutdown)."""

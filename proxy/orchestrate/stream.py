@@ -21,6 +21,7 @@ from pydantic import JsonValue
 from proxy import json_codec, metrics
 from proxy.errors import UpstreamError
 from proxy.orchestrate.answer import ChunkWriter
+from proxy.orchestrate.ending import TurnEnd
 from proxy.orchestrate.idempotency import Claim, Stored
 from proxy.orchestrate.pipeline import Pipeline, Say, silent
 from proxy.orchestrate.records import TurnRecords
@@ -144,10 +145,9 @@ class TurnStream:
         )
         writer = ChunkWriter(turn.completion_id, turn.created, turn.request.model, include_usage)
         sent: list[bytes] = []  # every event but keep-alives, for a replay
-        ended = False  # the stream went out whole: an answer, a question or an error event
         first = True
-        try:
-            async for event in self._events(turn, writer):
+        async with TurnEnd(self._records, turn, claim) as end:
+            async for event in self._events(turn, writer, end):
                 if first:
                     metrics.TIME_TO_FIRST_TOKEN.labels("orchestrate", turn.context.model).observe(
                         turn.context.elapsed()
@@ -156,16 +156,13 @@ class TurnStream:
                 if event is not KEEPALIVE:
                     sent.append(event)
                 yield event
-            ended = True
-        finally:
-            # A replay gets what the first client got, when it got all of it; a stream
-            # its client cut short leaves no answer to replay (``settle`` decides).
-            whole = ended and (turn.answered() or turn.tools_ran)
-            outcome = Stored(200, turn.headers, events=sent) if whole else None
-            self._records.spawn(self._records.settle(claim, turn, outcome))
-            self._records.save_trace_later(turn)  # cancelled: the client went away
+            # The stream went out whole (an answer, a question or an error event): a
+            # replay gets what the first client got. One its client cut short leaves no
+            # answer to replay (``settle`` decides).
+            if turn.answered() or turn.tools_ran:
+                end.outcome = Stored(200, turn.headers, events=sent)
 
-    async def _events(self, turn: Turn, writer: ChunkWriter) -> AsyncIterator[bytes]:
+    async def _events(self, turn: Turn, writer: ChunkWriter, end: TurnEnd) -> AsyncIterator[bytes]:
         events = Events(self._keepalive)
         say: Say = silent
         if turn.request.toolgraph and turn.request.toolgraph.progress:
@@ -181,7 +178,7 @@ class TurnStream:
         try:
             while (event := await events.next()) is not None:
                 yield event
-            for event in await self._ending(turn, writer, work.result()):
+            for event in await self._ending(turn, writer, end, work.result()):
                 yield event
         finally:
             if not work.done():
@@ -189,10 +186,12 @@ class TurnStream:
                 with suppress(asyncio.CancelledError, Exception):
                     await work
 
-    async def _ending(self, turn: Turn, writer: ChunkWriter, outcome: Outcome) -> list[bytes]:
+    async def _ending(
+        self, turn: Turn, writer: ChunkWriter, end: TurnEnd, outcome: Outcome
+    ) -> list[bytes]:
         """The stream's last events; the results and the trace are kept before them, so
         a follow-up or a trace lookup sent the moment the client sees them finds them."""
-        await self._records.save_trace(turn)
+        await end.save_trace()
         if isinstance(outcome, Failed):
             return [outcome.error.to_sse(self._secrets)]
         ending = []

@@ -1,4 +1,5 @@
-"""Orchestrate mode's entry (proxy/orchestrate/mode.py): a claim a disconnect cuts short."""
+"""Orchestrate mode's entry (proxy/orchestrate/service.py, ending.py): a claim a disconnect
+cuts short."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from proxy.kv import Bound, MemoryKeyValue
 from proxy.modes import ChatCall
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.idempotency import Claim
-from proxy.orchestrate.mode import OrchestrateMode
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
 from proxy.protocol.chat import parse_request
@@ -77,7 +77,7 @@ async def test_a_claim_cut_short_gives_its_key_back(
 ) -> None:
     request = parse_request(BODY)
     call = ChatCall(request, BODY, b"{}", RequestContext("r1"), idempotency_key="key-1")
-    entering = asyncio.create_task(OrchestrateMode(orchestrator).complete(call))
+    entering = asyncio.create_task(orchestrator.complete(call))
     await keys.added.wait()  # the key is taken; the client goes away before it hears so
     entering.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -85,7 +85,7 @@ async def test_a_claim_cut_short_gives_its_key_back(
     keys.answer.set()
     await orchestrator.drain()
     turn = orchestrator.start(request, BODY, RequestContext("r2"))
-    assert isinstance(await orchestrator.claim(turn, "key-1", b"{}"), Claim)
+    assert isinstance(await orchestrator.records.keys.claim("key-1", turn.client, b"{}"), Claim)
 
 
 async def test_without_the_give_back_the_key_would_stay_running(
@@ -94,11 +94,11 @@ async def test_without_the_give_back_the_key_would_stay_running(
     # The same cut on the bare claim: what the mode's shield is there for.
     request = parse_request(BODY)
     turn = orchestrator.start(request, BODY, RequestContext("r1"))
-    claiming = asyncio.create_task(orchestrator.claim(turn, "key-1", b"{}"))
+    claiming = asyncio.create_task(orchestrator.records.keys.claim("key-1", turn.client, b"{}"))
     await keys.added.wait()
     claiming.cancel()
     keys.answer.set()
     with pytest.raises(asyncio.CancelledError):
         await claiming
     with pytest.raises(Conflict, match="still running"):
-        await orchestrator.claim(turn, "key-1", b"{}")
+        await orchestrator.records.keys.claim("key-1", turn.client, b"{}")
