@@ -15,6 +15,15 @@ _VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 current_request_id: ContextVar[str] = ContextVar("toolgraph_request_id", default="-")
 
 
+@dataclass(frozen=True, slots=True)
+class ToolSearch:
+    """What select mode loaded of a request's deferred tools, and for which query: the
+    Responses API reports it as a hosted tool search."""
+
+    query: str
+    loaded: tuple[str, ...]
+
+
 @dataclass(slots=True)
 class RequestContext:
     """What one request has learnt about itself so far.
@@ -30,6 +39,7 @@ class RequestContext:
     upstream_seconds: float = 0.0
     client_key: str | None = None  # the client's own bearer, forwarded to a keyless upstream
     tenant: str = ANONYMOUS  # whose records this request reads and leaves (proxy.tenancy)
+    tool_search: ToolSearch | None = None  # set by select mode when tools were deferred
 
     @classmethod
     def start(cls, incoming_id: str | None) -> RequestContext:

@@ -7,7 +7,8 @@ modes never see these shapes: :mod:`proxy.responses_api.translation` turns a req
 a chat completion request and the answer (whole or streamed) back into these.
 
 Only the parts toolgraph translates are typed strictly: message, ``function_call``,
-``function_call_output`` and ``reasoning`` input items, function tools. An upstream
+``function_call_output`` and ``reasoning`` input items, function tools and a hosted
+``tool_search`` over deferred ones (the search's items in the output). An upstream
 that speaks the Responses API itself is relayed the request as the client sent it.
 """
 
@@ -85,13 +86,36 @@ InputItem = Annotated[
 
 
 class FunctionTool(_Wire):
-    """A function tool, in the Responses API's flat form."""
+    """A function tool, in the Responses API's flat form; ``defer_loading``: loaded only
+    when a tool search finds it."""
 
     type: Literal["function"]
     name: str = Field(min_length=1)
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+    defer_loading: bool | None = None
+
+
+class ToolSearchTool(_Wire):
+    """``{"type": "tool_search"}``: search the deferred tools, load what is found.
+    ``execution`` ``"server"`` (or absent) is hosted: toolgraph runs the search."""
+
+    type: Literal["tool_search"]
+    execution: Literal["server", "client"] | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+def _tool_type(value: Any) -> str | None:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return kind if isinstance(kind, str) else None
+
+
+RequestTool = Annotated[
+    Annotated[FunctionTool, Tag("function")] | Annotated[ToolSearchTool, Tag("tool_search")],
+    Discriminator(_tool_type),
+]
 
 
 class TextFormat(_Wire):
@@ -118,7 +142,7 @@ class ResponsesRequest(_Wire):
     model: str = Field(min_length=1)
     input: str | list[InputItem]
     instructions: str | None = None
-    tools: list[FunctionTool] | None = None
+    tools: list[RequestTool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     text: TextConfig | None = None
@@ -132,6 +156,17 @@ class ResponsesRequest(_Wire):
     stream: bool | None = None
     previous_response_id: str | None = None
     toolgraph: ToolgraphOptions | None = None
+
+    def hosted_tool_search(self) -> bool:
+        """Whether the request asks toolgraph to search its deferred tools."""
+        searches = [tool for tool in self.tools or () if isinstance(tool, ToolSearchTool)]
+        return any(tool.execution != "client" for tool in searches)
+
+    def client_tool_search(self) -> bool:
+        return any(
+            isinstance(tool, ToolSearchTool) and tool.execution == "client"
+            for tool in self.tools or ()
+        )
 
 
 class ResponsesHead(RelayedRequest):
@@ -262,7 +297,29 @@ class ReasoningItem(WireReply):
     status: str | None = None
 
 
-OutputItem = OutputMessage | FunctionToolCall | ReasoningItem
+class ToolSearchCall(WireReply):
+    """The search a hosted ``tool_search`` ran: its ``arguments`` are the query."""
+
+    type: str = "tool_search_call"
+    id: str = ""
+    call_id: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    execution: str = "server"
+    status: str = "completed"
+
+
+class ToolSearchOutput(WireReply):
+    """The tools a hosted ``tool_search`` loaded, as the request defined them."""
+
+    type: str = "tool_search_output"
+    id: str = ""
+    call_id: str | None = None
+    execution: str = "server"
+    status: str = "completed"
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+
+
+OutputItem = OutputMessage | FunctionToolCall | ReasoningItem | ToolSearchCall | ToolSearchOutput
 
 
 class InputTokensDetails(WireReply):

@@ -19,7 +19,7 @@ from typing import Any
 
 from proxy import json_codec, sse
 from proxy.context import RequestContext
-from proxy.errors import UpstreamError
+from proxy.errors import InvalidRequest, UpstreamError
 from proxy.modes import Answer, ChatCall, Events, Modes
 from proxy.protocol.body import ON_LOOP_BYTES
 from proxy.protocol.chat import Mode, parse_request, read_chunk, read_completion
@@ -37,7 +37,12 @@ from proxy.responses_api.owners import owned
 from proxy.responses_api.store import ResponseStore, Stored, not_found
 from proxy.responses_api.translation.events import EventTranslator
 from proxy.responses_api.translation.request import Messages, chat_body, conversation
-from proxy.responses_api.translation.response import assistant_message, skeleton, to_response
+from proxy.responses_api.translation.response import (
+    assistant_message,
+    search_items,
+    skeleton,
+    to_response,
+)
 from proxy.upstream import Reply
 
 log = logging.getLogger(__name__)
@@ -124,7 +129,19 @@ class ResponsesService:
         scope: str,
         key: str | None,
     ) -> Answer:
-        """``request`` served by ``mode`` as a chat completion request, its answer translated."""
+        """``request`` served by ``mode`` as a chat completion request, its answer translated.
+
+        A hosted ``tool_search`` is select mode's search over the deferred tools: a
+        request that would pass through is served in select mode instead."""
+        if request.client_tool_search():
+            raise InvalidRequest(
+                "tool_search with execution 'client' needs an upstream that speaks the Responses "
+                "API; toolgraph runs the search itself when execution is 'server' or absent",
+                param="tools",
+                code="unsupported_tool_search",
+            )
+        if request.hosted_tool_search() and mode == "passthrough":
+            mode = context.mode = "select"
         history: Messages = []
         items: Items = []
         if request.previous_response_id is not None:
@@ -133,7 +150,9 @@ class ResponsesService:
         messages = conversation(request, history)
         body = chat_body(request, messages)
         call = ChatCall(parse_request(body), body, json_codec.dumps(body), context, key)
-        turn = _Turn(self.store, scope, request, messages, [*items, *request_items(request)])
+        turn = _Turn(
+            self.store, scope, request, messages, [*items, *request_items(request)], context
+        )
         service = self._modes.service(mode)
         if request.stream:
             return turn.events(await service.stream(call))
@@ -150,7 +169,9 @@ class _Turn:
         request: ResponsesRequest,
         messages: Messages,
         items: Items,
+        context: RequestContext,
     ) -> None:
+        self._context = context  # select mode leaves its tool search here
         self._store = store
         self._scope = scope
         self._request = request
@@ -161,6 +182,7 @@ class _Turn:
     async def reply(self, reply: Reply) -> Reply:
         if reply.status >= 400:  # a stored error replayed: already in OpenAI's shape
             return reply
+        self._response.output.extend(search_items(self._request, self._context.tool_search))
         response = to_response(read_completion(reply.content), self._response)
         await self._save(response)
         return Reply(dump(response), reply.headers)
@@ -173,6 +195,9 @@ class _Turn:
     async def _translated(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         translator = EventTranslator(self._response)
         yield _encode(translator.start())
+        searched = search_items(self._request, self._context.tool_search)
+        if searched:
+            yield _encode(translator.done_items(searched))
         ended = False
         try:
             async for events in chunks:
@@ -197,6 +222,7 @@ class _Turn:
     async def _replayed(self, reply: Reply) -> AsyncIterator[bytes]:
         translator = EventTranslator(self._response)
         yield _encode(translator.start())
+        self._response.output.extend(search_items(self._request, self._context.tool_search))
         response = to_response(read_completion(reply.content), self._response)
         yield _encode([translator.whole("response.completed")])
         await self._save(response)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio import Redis
 
 from proxy import metrics
-from proxy.context import RequestContext
+from proxy.context import RequestContext, ToolSearch
 from proxy.errors import InvalidRequest, StoreUnavailable, ToolgraphError
 from proxy.kv import open_key_value
 from proxy.protocol.chat import ChatCompletionRequest, ToolgraphOptions
-from proxy.select.deferred import function_name, names_one_of, split_deferred
+from proxy.select.deferred import function_name, is_deferred, names_one_of, split_deferred
 from proxy.select.loaded import (
     BOUND,
     LoadedTool,
@@ -36,6 +36,7 @@ from proxy.select.loaded import (
     tool_digest,
 )
 from retriever.config import RetrieverConfig
+from retriever.conversation import conversation_query
 from retriever.errors import InvalidTools, ModelNotFound
 
 if TYPE_CHECKING:
@@ -129,9 +130,13 @@ class SelectService:
             self._config.select_threshold if options.threshold is None else options.threshold
         )
         selection = await self._select(candidates, body["messages"], top_k, threshold, tool_choice)
-        if previous is None:
-            return {**body, "tools": [*fixed, *selection.tools]}
-        chosen = await self._keep_loaded(key, previous, candidates, selection)
+        chosen = selection.tools
+        if previous is not None:
+            chosen = await self._keep_loaded(key, previous, candidates, selection)
+        if any(is_deferred(tool) for tool in tools):
+            query = conversation_query(body["messages"], self._config.query_turns)
+            loaded = tuple(name for tool in chosen if (name := function_name(tool)) is not None)
+            context.tool_search = ToolSearch(query, loaded)
         return {**body, "tools": [*fixed, *chosen]}
 
     async def _select(

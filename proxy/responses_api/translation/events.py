@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from proxy.protocol.chat import ChatCompletionChunk, CompletionUsage
@@ -49,6 +50,23 @@ class EventTranslator:
 
     def start(self) -> list[StreamEvent]:
         return [self.whole("response.created"), self.whole("response.in_progress")]
+
+    def done_items(self, items: Sequence[OutputItem]) -> list[StreamEvent]:
+        """Items that are whole before the answer streams (a hosted tool search's):
+        each added and done at once."""
+        events: list[StreamEvent] = []
+        for item in items:
+            events += self._add(item)
+            self._open = None
+            events.append(
+                OutputItemEvent(
+                    type="response.output_item.done",
+                    sequence_number=self._next(),
+                    output_index=self._index(),
+                    item=item.model_copy(deep=True),
+                )
+            )
+        return events
 
     def chunk(self, chunk: ChatCompletionChunk) -> list[StreamEvent]:
         """The events one chunk makes."""
@@ -207,7 +225,7 @@ class EventTranslator:
             events += self._close_reasoning(item)
         elif isinstance(item, OutputMessage):
             events += self._close_text(item)
-        else:
+        elif isinstance(item, FunctionToolCall):  # a tool search's items are never left open
             events.append(
                 ArgumentsDoneEvent(
                     type="response.function_call_arguments.done",

@@ -10,6 +10,7 @@ from proxy.errors import InvalidRequest
 from proxy.protocol.responses import (
     FunctionCallItem,
     FunctionCallOutputItem,
+    FunctionTool,
     InputMessage,
     ResponsesRequest,
 )
@@ -28,8 +29,9 @@ def chat_body(request: ResponsesRequest, messages: Messages) -> dict[str, Any]:
     ``messages`` (its :func:`conversation`), its tools and options."""
     system = [{"role": "system", "content": request.instructions}] if request.instructions else []
     body: dict[str, Any] = {"model": request.model, "messages": [*system, *messages]}
-    if request.tools:
-        body["tools"] = [_chat_tool(tool.model_dump(exclude_unset=True)) for tool in request.tools]
+    functions = [tool for tool in request.tools or () if isinstance(tool, FunctionTool)]
+    if functions:  # a tool_search is not a tool upstream: select mode runs the search
+        body["tools"] = [_chat_tool(tool.model_dump(exclude_unset=True)) for tool in functions]
     if request.tool_choice is not None:
         body["tool_choice"] = _tool_choice(request.tool_choice)
     body.update(_options(request))
@@ -142,8 +144,11 @@ def _tool_result(item: FunctionCallOutputItem, index: int) -> dict[str, Any]:
 
 
 def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    function = {key: value for key, value in tool.items() if key != "type"}
-    return {"type": "function", "function": function}
+    function = {key: value for key, value in tool.items() if key not in ("type", "defer_loading")}
+    chat: dict[str, Any] = {"type": "function", "function": function}
+    if tool.get("defer_loading"):
+        chat["defer_loading"] = True  # select mode's extension field (proxy.select.deferred)
+    return chat
 
 
 def _tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:

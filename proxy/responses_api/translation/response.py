@@ -7,8 +7,10 @@ import time
 import uuid
 from typing import Any
 
+from proxy.context import ToolSearch
 from proxy.protocol.chat import ChatCompletion, CompletionUsage
 from proxy.protocol.responses import (
+    FunctionTool,
     FunctionToolCall,
     IncompleteDetails,
     InputTokensDetails,
@@ -21,12 +23,33 @@ from proxy.protocol.responses import (
     ResponsesRequest,
     ResponseUsage,
     SummaryText,
+    ToolSearchCall,
+    ToolSearchOutput,
 )
 
 
 def new_id(prefix: str) -> str:
     """An id in OpenAI's style: ``resp_…``, ``msg_…``, ``fc_…``, ``rs_…``."""
     return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def search_items(
+    request: ResponsesRequest, search: ToolSearch | None
+) -> list[ToolSearchCall | ToolSearchOutput]:
+    """The items of the hosted tool search select mode ran for ``request``: the search
+    (its query) and what it loaded, each tool as the request defined it; none when the
+    request has no hosted ``tool_search``."""
+    if search is None or not request.hosted_tool_search():
+        return []
+    call_id = new_id("call")
+    functions = [tool for tool in request.tools or () if isinstance(tool, FunctionTool)]
+    loaded = [
+        tool.model_dump(exclude_unset=True) for tool in functions if tool.name in search.loaded
+    ]
+    return [
+        ToolSearchCall(id=new_id("tsc"), call_id=call_id, arguments={"query": search.query}),
+        ToolSearchOutput(id=new_id("tso"), call_id=call_id, tools=loaded),
+    ]
 
 
 def skeleton(request: ResponsesRequest, response_id: str | None = None) -> Response:
