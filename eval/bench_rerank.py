@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.data_folder import dataset
 from retriever.config import RetrieverConfig
 from retriever.documents import corpus_fields, make_document
 from retriever.embedder import load_encoder
@@ -66,7 +67,7 @@ def _agreement(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("../shared/data/toolbench_stable"))
+    parser.add_argument("--data", type=Path, default=dataset("toolbench_stable"))
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--tools", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=1)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from eval.data_folder import dataset
 from eval.retrieval import _encode_queries, load_beir, ndcg_at, recall_at
 from retriever.bulk import embed_documents
 from retriever.config import RetrieverConfig
@@ -177,12 +178,12 @@ def evaluate(data: Set, encoder: Encoder, reranker: Reranker, cache: Path) -> di
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train-dir", type=Path, default=Path("../shared/data/train"))
+    parser.add_argument("--train-dir", type=Path, default=dataset("train"))
     parser.add_argument(
         "--unseen",
         type=Path,
         nargs="*",
-        default=[Path("../shared/data/toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
     )
     parser.add_argument("--weights", type=Path, default=None, help="the reranker's file")
     parser.add_argument("--distractors", type=int, default=2000)
