@@ -36,6 +36,7 @@ from typing import Any, cast
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from eval.data_folder import dataset
 from eval.e2e.arms import ARMS, Arm
 from eval.e2e.bfcl import bfcl_tasks
 from eval.e2e.packs import PACK_TASKS
@@ -57,8 +58,8 @@ from eval.llm.launch import MODEL_NAME, local_model
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "eval" / "results"
-CORPUS = ROOT.parent / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
-BFCL = ROOT.parent / "shared" / "data" / "train" / "bfcl"
+CORPUS = dataset("toolbench_stable", "corpus.jsonl.gz")
+BFCL = dataset("train", "bfcl")
 LOG = ROOT / ".bench" / "e2e.log"
 DEFAULT_SIZES = (10, 100, 1000)
 
