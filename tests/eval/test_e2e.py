@@ -8,15 +8,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from eval.data_folder import dataset
 from eval.e2e import merge
 from eval.e2e.bfcl import bfcl_tasks, bfcl_tools, serve_tools
 from eval.e2e.catalog import catalog
 from eval.e2e.report import markdown, summarise
 from eval.e2e.tasks import TASKS, Task, is_correct, numbers_in
 
-CORPUS = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
-)
+CORPUS = dataset("toolbench_stable", "corpus.jsonl.gz")
 SKIN = Task("skin", "single", "?", (1.9023e-6,))
 CROSS = Task("cross", "single", "?", (-3.0, 6.0, -3.0))
 
