@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import sys
@@ -19,7 +20,7 @@ from graph_store.errors import GraphStoreError
 from proxy.catalog_command import served_catalog
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.errors import StoreUnavailable
-from proxy.logs import configure_logging
+from proxy.logs import configure_logging, supervisor_log_config
 from proxy.mcp import command as mcp_command
 from proxy.tools_command import COMMANDS as TOOL_COMMANDS
 from proxy.tools_command import add_commands as add_tool_commands
@@ -135,20 +136,11 @@ def serve(settings: Settings, config_file: Path | None) -> int:
     import uvicorn
 
     configure_logging(settings.log_level)
-    common = {
-        "host": settings.host,
-        "port": settings.port,
-        "loop": "uvloop",
-        "http": "httptools",
-        "access_log": False,  # toolgraph logs one line per request itself
-        "ws": "none",
-        "log_level": "warning",
-        "timeout_graceful_shutdown": 30,
-    }
+    options = uvicorn_options(settings)
     if settings.workers == 1:
         from proxy.app import create_app
 
-        uvicorn.run(create_app(settings), **common)  # type: ignore[arg-type]
+        uvicorn.run(create_app(settings), **options)  # type: ignore[arg-type]
         return 0
     # Workers are new processes that load the settings again; they must find the
     # same file, and the same overrides the command line gave.
@@ -158,15 +150,34 @@ def serve(settings: Settings, config_file: Path | None) -> int:
     multiproc_dir = tempfile.mkdtemp(prefix="toolgraph-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = multiproc_dir
     try:
-        uvicorn.run(
-            "proxy.app:create_app_from_environment",
-            factory=True,
-            workers=settings.workers,
-            **common,  # type: ignore[arg-type]
-        )
+        app = "proxy.app:create_app_from_environment"
+        uvicorn.run(app, factory=True, **options)  # type: ignore[arg-type]
     finally:
         shutil.rmtree(multiproc_dir, ignore_errors=True)
     return 0
+
+
+def uvicorn_options(settings: Settings) -> dict[str, object]:
+    """What ``uvicorn.run`` is given. With several workers, the supervisor's health check
+    waits ``worker_start_timeout`` (its 5 s default killed workers still loading on a
+    host at load 8, in a loop, so the proxy never became ready) and says what it does to
+    workers in the log (:class:`~proxy.logs.SupervisorLines`)."""
+    options: dict[str, object] = {
+        "host": settings.host,
+        "port": settings.port,
+        "loop": "uvloop",
+        "http": "httptools",
+        "access_log": False,  # toolgraph logs one line per request itself
+        "ws": "none",
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 30,
+    }
+    if settings.workers > 1:
+        options["workers"] = settings.workers
+        options["timeout_worker_healthcheck"] = math.ceil(settings.worker_start_timeout)
+        options["log_level"] = "info"  # the filter lets only the workers' lines through
+        options["log_config"] = supervisor_log_config()
+    return options
 
 
 def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:

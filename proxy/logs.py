@@ -15,8 +15,11 @@ in it: URLs lose their user info and query, keys are named, never shown.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
+import re
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from proxy.config import Settings
@@ -92,3 +95,33 @@ def _stores(settings: Settings) -> str:
         else f"embedded under {settings.data_dir}"
     )
     return f"caches and traces {redis}, vectors {qdrant}, graph {graph}"
+
+
+#: uvicorn's info lines that tell of workers starting, dying and being replaced.
+_SUPERVISOR_LINES = re.compile(
+    r"^(Child process \[|New child process \[|Started server process \[|Started parent process|"
+    r"Stopping parent process)"
+)
+
+
+class SupervisorLines(logging.Filter):
+    """uvicorn's warnings and errors, and of its info lines only those about worker
+    processes: under ``--workers`` the supervisor replaced a worker that did not answer
+    its health check (one still loading on a busy host) at info level, which the
+    warning level toolgraph gives uvicorn hid, so a proxy that never became ready said
+    nothing of why."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.WARNING:
+            return True
+        return bool(_SUPERVISOR_LINES.match(record.getMessage()))
+
+
+def supervisor_log_config() -> dict[str, object]:
+    """uvicorn's logging configuration with :class:`SupervisorLines` on its handler."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["filters"] = {"supervisor": {"()": SupervisorLines}}
+    config["handlers"]["default"]["filters"] = ["supervisor"]
+    return config

@@ -60,6 +60,13 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="Address to listen on.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port to listen on.")
     workers: int = Field(default=1, ge=1, le=256, description="uvicorn worker processes.")
+    worker_start_timeout: float = Field(
+        default=120.0,
+        gt=0,
+        description="With several workers: seconds uvicorn's supervisor waits for a worker to "
+        "answer its health check (and a new one to be ready) before it kills and replaces it; "
+        "a worker still loading on a busy host or a CPU-limited pod must not be killed for it.",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Log level of toolgraph's own loggers."
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,6 +15,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.cli import uvicorn_options
+from proxy.config import load_settings
+from proxy.logs import SupervisorLines
 from testing.fake_upstream import FakeUpstream
 from tests.conftest import free_port
 from tests.orchestrate.conftest import ORCHESTRATE, Brain
@@ -197,3 +202,55 @@ def test_a_tool_registered_through_one_worker_is_used_by_every_worker(
     deadline = time.monotonic() + 120
     while not all("celsius" in ask_weather(url) for _ in range(10)):
         assert time.monotonic() < deadline, "a worker still plans without the new tool"
+
+
+def worker_pids(parent: int) -> list[int]:
+    """uvicorn's worker processes under ``parent``: spawned interpreters, not its helpers."""
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    pids = [int(pid) for pid in children]
+    return [pid for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_a_worker_that_dies_is_said_in_the_log_and_replaced(
+    serve: list[subprocess.Popen[bytes]], upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    # uvicorn's supervisor replaces a worker silently at the default log level: one
+    # killed on a busy host (its health check unanswered) left nothing to read
+    log = tmp_path / "serve.log"
+    env = {"TOOLGRAPH_UPSTREAM_BASE_URL": upstream.base_url}
+    url = start(serve, ["--workers", "2"], env, log)
+    (victim, *_) = worker_pids(serve[0].pid)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 60  # a bound for a failure: the supervisor looks every 0.5 s
+    while f"Child process [{victim}] died" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
+
+
+def test_workers_get_the_start_timeout_and_the_supervisors_lines() -> None:
+    settings = load_settings(workers=2, worker_start_timeout=90.5)
+    options = uvicorn_options(settings)
+    assert options["timeout_worker_healthcheck"] == 91
+    assert options["workers"] == 2
+    single = uvicorn_options(load_settings())
+    assert "timeout_worker_healthcheck" not in single
+    assert "workers" not in single
+
+
+@pytest.mark.parametrize(
+    ("level", "message", "kept"),
+    [
+        (logging.INFO, "Child process [41] died", True),
+        (logging.ERROR, "New child process [42] was not ready in time; keeping worker", True),
+        (logging.INFO, "Started server process [43]", True),
+        (logging.INFO, "Waiting for application startup.", False),
+        (logging.INFO, "Application startup complete.", False),
+        (logging.WARNING, "Invalid HTTP request received.", True),
+    ],
+)
+def test_the_supervisor_filter_keeps_restarts_and_warnings(
+    level: int, message: str, kept: bool
+) -> None:
+    record = logging.LogRecord("uvicorn.error", level, __file__, 1, message, None, None)
+    assert SupervisorLines().filter(record) is kept
