@@ -2,7 +2,9 @@
 
 ``--data`` holds one ``{"query": str, "needs_tool": bool}`` per line, ``--tools`` the
 catalog those labels are relative to: a JSON list of ``{"name", "description"}``.
-The gate decides at its shipped threshold; nothing is fitted on the file scored.
+The gate decides at a shipped threshold (``--at``: the balanced one orchestrate mode
+uses, or the confident one it uses when the planner triages); nothing is fitted on the
+file scored.
 Precision, recall and F1 are those of "needs a tool".
 """
 
@@ -20,6 +22,7 @@ from retriever.documents import function_fields
 
 if TYPE_CHECKING:
     from proxy.config import Settings
+    from retriever.gate.model import ThresholdChoice
 
 #: Queries per forward pass.
 BATCH = 64
@@ -45,6 +48,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
                       help='JSON lines: {"query": str, "needs_tool": bool}')  # fmt: skip
     gate.add_argument("--tools", type=Path, required=True,
                       help='the catalog: a JSON list of {"name", "description"}')  # fmt: skip
+    gate.add_argument("--at", choices=("balanced", "confident"), default="balanced",
+                      help="the shipped threshold to decide at: balanced (orchestrate mode's), "
+                      "confident (its refusal edge when the planner triages)")  # fmt: skip
     gate.add_argument("--json", type=Path, help="write the scores here as JSON")
     gate.add_argument("--quiet", action="store_true", help="no progress")
 
@@ -58,11 +64,12 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         print(f"toolgraph: {exc}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    predicted, threshold = decide(rows, tools, settings, progress=not args.quiet)
+    predicted, threshold = decide(rows, tools, settings, progress=not args.quiet, at=args.at)
     scores = score([row.needs_tool for row in rows], predicted)
     took = time.perf_counter() - started
     print(
-        f"{len(rows)} requests, {len(tools)} tools, threshold {threshold:.2f} (shipped), "
+        f"{len(rows)} requests, {len(tools)} tools, threshold {threshold:.2f} "
+        f"(shipped, {args.at}), "
         f"{took:.1f} s",
         file=out,
     )
@@ -74,16 +81,20 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
 
 
 def decide(
-    rows: list[Labelled], tools: list[dict[str, str]], settings: Settings, progress: bool
+    rows: list[Labelled],
+    tools: list[dict[str, str]],
+    settings: Settings,
+    progress: bool,
+    at: ThresholdChoice = "balanced",
 ) -> tuple[list[bool], float]:
     """The shipped gate's decision for every row, against ``tools``, and the threshold it
-    decided at (orchestrate mode's, from the shipped weights: never fitted here)."""
+    decided at (``at``: one of the shipped weights' own, never fitted here)."""
     from retriever.embedder import load_encoder
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
     from retriever.gate.model import load_gate
 
-    gate = load_gate()
+    gate = load_gate(at=at)
     encoder = load_encoder(gate.encoder_config(settings.retriever))
     documents = [gate_document(function_fields(tool, tool["name"])) for tool in tools]
     catalog = CatalogGate(gate, encoder, documents)

@@ -2,7 +2,7 @@
 
 The fake upstream's responder (:attr:`testing.fake_upstream.FakeUpstream.responder`)
 in the orchestrate tests and in the load benchmark: it tells the proxy's stages
-apart by their system prompts (decompose, pick, arguments, reflect, answer) and
+apart by their system prompts (triage, decompose, pick, arguments, reflect, answer) and
 answers each as scripted.
 """
 
@@ -24,6 +24,7 @@ _STAGES = {
     "You choose the tool for one step": "pick",
     "You check a plan": "reflect",
     "You decide which fields": "fields",
+    "You sort requests by how many tool calls": "triage",
 }
 
 
@@ -47,6 +48,7 @@ class Brain:
     remember: bool = True
     # The tokens each stage's answers report (prompt, completion), instead of words counted
     usage: dict[str, tuple[int, int]] = field(default_factory=dict)
+    sort: str = "several"  # the triage's one-word answer (planner.triage)
 
     def one_step(self, step: str, phrase: str, tool: str, arguments: dict[str, Any]) -> None:
         """A plan of one sub-task, ``step``: its pick is ``tool`` and its arguments
@@ -82,6 +84,8 @@ class Brain:
             return json_script({"verdict": "success", "reason": "scripted"})
         if stage == "answer":
             return self.answer(request, system)
+        if stage == "triage":
+            return Script(text=self.sort)
         return None
 
     def decomposition(self, conversation: str) -> dict[str, Any] | None:

@@ -118,7 +118,11 @@ def turn_trace(turn: Turn, secrets: Sequence[str]) -> dict[str, JsonValue]:
         "calls": call_traces(turn.executed) if turn.executed else _running_calls(turn),
     }
     if turn.gate is not None:
-        trace["gate"] = {"decision": turn.gate.label, "score": turn.gate.score}
+        trace["gate"] = {
+            "decision": turn.gate.label,
+            "score": turn.gate.score,
+            "threshold": turn.gate.threshold,
+        }
     if turn.plan is not None:
         trace["plan"] = turn.plan.trace()
     if turn.tool_plan is not None:

@@ -236,7 +236,7 @@ class SelectService:
         from retriever.embedder import load_encoder
         from retriever.gate.model import load_gate
 
-        gate = load_gate(opt_in=True)
+        gate = load_gate(at="opt_in")
         encoder = load_encoder(gate.encoder_config(self._config))
         if encoder is self._embedder.encoder:  # the same encoder serves both
             embedder: BatchingEmbedder = self._embedder

@@ -2,9 +2,10 @@
 
 Seeded: the same data gives the same ``weights.json``. The thresholds come from
 leave-one-source-out predictions (each source scored by a gate fitted without it):
-orchestrate mode's by the cautious rule (the highest keeping 98 % of the requests
-that need a tool on the tool side), select mode's opt-in one by the best mean
-accuracy over sources; the weights are then fitted on every source.
+orchestrate mode's and select mode's opt-in one by the balanced rule (the best balanced
+accuracy on tool against no tool, keeping 95 % of the requests that need a tool),
+the confident one (the refusal edge when the upstream triages) keeping 99 %; the
+weights are then fitted on every source.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE})")
     chosen = {
         "threshold": thresholds[SHIPPED_RULE],
-        "opt_in_threshold": thresholds["accuracy"],
+        "confident_threshold": min(thresholds["confident"], thresholds[SHIPPED_RULE]),
+        "opt_in_threshold": thresholds[SHIPPED_RULE],
         "encoder_choice": args.encoder,
     }
     spec = gate.spec.model_copy(update=chosen)

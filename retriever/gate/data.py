@@ -20,11 +20,19 @@ from typing import Any
 
 from retriever.documents import function_fields, name_words
 from retriever.gate.features import gate_document
+from retriever.gate.negatives import template_requests
+from retriever.gate.retrieval_rows import RETRIEVAL_SOURCES, retrieval_rows
 
-#: The six sources, in the order the README reports them.
-SOURCES = ("bfcl", "when2call", "acebench", "clinc150", "chitchat", "nq_open")
+TEMPLATES = "templates"
+
+#: The six sources of ``train/gate``, in the order the README reports them.
+GATE_SOURCES = ("bfcl", "when2call", "acebench", "clinc150", "chitchat", "nq_open")
+#: Every source: the gate's six, the eight retrieval sets (tool requests against their own
+#: catalogs and against others', :mod:`~retriever.gate.retrieval_rows`) and the requests
+#: made from templates (:mod:`~retriever.gate.negatives`).
+SOURCES = (*GATE_SOURCES, *RETRIEVAL_SOURCES, TEMPLATES)
 #: Sources whose rows carry no catalog of their own.
-UNPAIRED = ("chitchat", "nq_open")
+UNPAIRED = ("chitchat", "nq_open", TEMPLATES)
 SAMPLE = {"clinc150": 2000, "nq_open": 800}
 
 
@@ -42,8 +50,11 @@ class GateRow:
     augmented: bool = False  # made from another row (trained on, never scored)
 
 
-def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) -> list[GateRow]:
-    """The rows of ``root/gate`` with their catalogs' documents (``root`` is ``train/``).
+def load_rows(
+    root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE, *, retrieval: bool = True
+) -> list[GateRow]:
+    """The rows of ``root/gate`` with their catalogs' documents (``root`` is ``train/``),
+    and with ``retrieval`` those of the retrieval sets and the templates.
 
     Of a source named in ``sample``, that many rows are drawn (seeded): CLINC150
     (23,700) and NQ-open (3,610) would otherwise outnumber the rest, and every row
@@ -58,7 +69,7 @@ def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) ->
     clinc = _clinc_catalog(root / "gate" / "clinc150_intents.json")
     draw = random.Random(seed)
     rows: list[GateRow] = []
-    for source in SOURCES:
+    for source in GATE_SOURCES:
         if source in UNPAIRED:
             continue
         for raw in _source_rows(root, source, sample, seed):
@@ -71,8 +82,19 @@ def load_rows(root: Path, seed: int = 13, sample: Mapping[str, int] = SAMPLE) ->
                 named = golds.get(str(raw["id"]), frozenset())
                 gold = tuple(document for name, document in offered if name in named)
             rows.append(_row(raw, source, catalog, tuple(g for g in gold if g in catalog)))
+    functions_only = sorted({r.catalog for r in rows if r.catalog and r.source != "clinc150"})
+    if retrieval:
+        for id, source, category, query, needs, catalog in retrieval_rows(
+            root, functions_only, seed
+        ):
+            rows.append(GateRow(id, source, category, query, needs, catalog))
     pool = sorted({row.catalog for row in rows if row.catalog})
     for source in UNPAIRED:
+        if source == TEMPLATES:
+            if retrieval:
+                for id, kind, query in template_requests(seed):
+                    rows.append(GateRow(id, TEMPLATES, kind, query, False, draw.choice(pool)))
+            continue
         for raw in _source_rows(root, source, sample, seed):
             rows.append(_row(raw, source, draw.choice(pool)))
     return rows

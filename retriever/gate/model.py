@@ -55,7 +55,12 @@ class GateFile(BaseModel):
     mean: list[float]
     scale: list[float]
     layers: list[Layer] = Field(min_length=1)
-    threshold: float = Field(ge=0, le=1)  # orchestrate mode's: the cautious rule's
+    #: Orchestrate mode's, the balanced rule's (``retriever.gate.train.RULES``): the best
+    #: balanced accuracy on tool against no tool, keeping 95 % of tool requests.
+    threshold: float = Field(ge=0, le=1)
+    #: Orchestrate mode's with the upstream's triage on (``plan.triage``): the gate refuses
+    #: only below this (99 % of tool requests kept) and the triage call sorts the rest.
+    confident_threshold: float = Field(ge=0, le=1)
     #: Select mode's opt-in gate (``toolgraph.gate``): the best mean-accuracy rule's, since
     #: the client asked to have its tools dropped when none serves.
     opt_in_threshold: float = Field(ge=0, le=1)
@@ -67,6 +72,7 @@ class GateFile(BaseModel):
 class Decision:
     needs_tool: bool
     score: float  # the probability that a tool is needed
+    threshold: float | None = None  # what it was decided at (None: by rule, no catalog)
 
     @property
     def label(self) -> str:
@@ -110,17 +116,28 @@ class Gate:
             return Decision(False, 0.0)
         scalars = scalar_features(query_vector, query_text, catalog)[None, :]
         score = float(self.probability(scalars, query_vector.astype(np.float64)[None, :])[0])
-        return Decision(score >= self.threshold, round(score, 4))
+        return Decision(score >= self.threshold, round(score, 4), self.threshold)
 
 
-def load_gate(path: Path = WEIGHTS, *, opt_in: bool = False) -> Gate:
-    """The gate in ``path`` (the shipped one by default) at its threshold, or with
-    ``opt_in`` at select mode's; :class:`ModelNotFound` if unreadable."""
+#: Which of the file's thresholds a gate decides at: ``balanced`` (orchestrate mode's),
+#: ``confident`` (orchestrate mode's under triage: refuse only when sure), ``opt_in``
+#: (select mode's, when the client asked for the gate).
+ThresholdChoice = Literal["balanced", "confident", "opt_in"]
+
+
+def load_gate(path: Path = WEIGHTS, *, at: ThresholdChoice = "balanced") -> Gate:
+    """The gate in ``path`` (the shipped one by default) at the threshold ``at`` names;
+    :class:`ModelNotFound` if unreadable."""
     try:
         spec = GateFile.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, ValidationError) as exc:
         raise ModelNotFound(f"cannot read the gate's weights at {path}: {exc}") from None
-    return Gate(spec, spec.opt_in_threshold if opt_in else None)
+    thresholds = {
+        "balanced": spec.threshold,
+        "confident": spec.confident_threshold,
+        "opt_in": spec.opt_in_threshold,
+    }
+    return Gate(spec, thresholds[at])
 
 
 def gate_encoder_config(

@@ -125,6 +125,7 @@ def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str])
         scale=scale.tolist(),
         layers=[Layer(weight=_rounded(w), bias=_rounded(b)) for w, b in layers],
         threshold=0.5,
+        confident_threshold=0.5,
         opt_in_threshold=0.5,
         trained_on=sorted(trained_on),
         seed=options.seed,
@@ -189,10 +190,9 @@ RECALL_TARGET = 0.98
 def choose_recall_threshold(
     probability: Array, data: Design, target: float = RECALL_TARGET
 ) -> float:
-    """The shipped rule, cautious: the highest threshold that still sends ``target`` of
-    the requests needing a tool (with a catalog, pooled over the sources in ``data``)
-    to the tools, since a skipped tool costs a wrong answer and a needless plan only
-    what planning cost before the gate (every request was planned)."""
+    """The cautious rule (shipped before the balanced one): the highest threshold that
+    sends ``target`` of the requests needing a tool (with a catalog, pooled over the
+    sources in ``data``) to the tools."""
     needs = probability[data.labels & data.has_catalog]
     for threshold in np.round(np.arange(0.95, 0.0099, -0.01), 2):
         if needs.size == 0 or float(np.mean(needs >= threshold)) >= target:
@@ -220,15 +220,58 @@ def held_out_scores(
     return scores(gate, held.subset(held.sources == held_out)), thresholds
 
 
-#: The threshold rules, by name: ``recall98`` ships (:func:`choose_recall_threshold`:
-#: the gate only skips planning where it is sure); ``accuracy`` (:func:`choose_threshold`)
-#: and ``cost`` (:func:`choose_cost_threshold`) are measured beside it.
+#: Share of the requests needing a tool that the balanced threshold must still keep.
+RECALL_FLOOR = 0.95
+#: Share the confident threshold keeps: below it the gate refuses even with triage on.
+CONFIDENT_RECALL = 0.99
+
+
+def balanced_accuracy(probability: Array, data: Design, threshold: float) -> float:
+    """The mean of the two classes' accuracies, each the mean over the sources holding
+    that class (every source weighs the same within its class)."""
+    predicted = probability >= threshold
+    sources = sorted(set(data.sources.tolist()))
+    per_class = []
+    for label in (True, False):
+        shares = [
+            float(np.mean(predicted[rows] == label))
+            for s in sources
+            if (rows := (data.sources == s) & (data.labels == label)).any()
+        ]
+        if shares:
+            per_class.append(float(np.mean(shares)))
+    return float(np.mean(per_class)) if per_class else 0.0
+
+
+def choose_balanced_threshold(
+    probability: Array, data: Design, floor: float = RECALL_FLOOR
+) -> float:
+    """The shipped rule: the threshold with the best balanced accuracy (tool against no
+    tool, :func:`balanced_accuracy`), lowered where needed until ``floor`` of the
+    requests needing a tool (pooled) stay on the tool side."""
+    candidates = np.round(np.arange(0.01, 0.991, 0.01), 2)
+    best = float(max(candidates, key=lambda t: balanced_accuracy(probability, data, t)))
+    return min(best, choose_recall_threshold(probability, data, floor))
+
+
+def choose_confident_threshold(probability: Array, data: Design) -> float:
+    """The lower edge of the uncertain band: below it the gate refuses even where the
+    upstream triages (``plan.triage``), keeping :data:`CONFIDENT_RECALL` of tool requests."""
+    return choose_recall_threshold(probability, data, CONFIDENT_RECALL)
+
+
+#: The threshold rules, by name: ``balanced`` ships (:func:`choose_balanced_threshold`);
+#: ``confident`` (:func:`choose_confident_threshold`) is the refusal edge with triage on;
+#: ``recall98`` (:func:`choose_recall_threshold`, the earlier shipped rule), ``accuracy``
+#: (:func:`choose_threshold`) and ``cost`` (:func:`choose_cost_threshold`) are measured.
 RULES: dict[str, Callable[[Array, Design], float]] = {
+    "balanced": choose_balanced_threshold,
+    "confident": choose_confident_threshold,
     "recall98": choose_recall_threshold,
     "accuracy": choose_threshold,
     "cost": choose_cost_threshold,
 }
-SHIPPED_RULE = "recall98"
+SHIPPED_RULE = "balanced"
 
 
 def out_of_source(

@@ -49,15 +49,15 @@ def test_eval_gate_prints_and_writes_the_four_scores(
     printed = capsys.readouterr().out
     written = json.loads(out.read_text())
     assert set(written) == {"accuracy", "precision", "recall", "f1"}
-    # The shipped threshold is cautious: every request needing a tool keeps it, and
-    # against these three tools "Thanks, that helps a lot!" and "Hello! How are you
-    # today?" score 0.13, over it (needless plans); the joke does not.
+    # At the shipped balanced threshold (0.24) the three that need no tool score under
+    # 0.19 and the texting and currency requests over 0.35; "Will it rain in Oslo
+    # tomorrow?" scores 0.19-0.20 against the forecast tool, under it (a missed tool).
     assert written == pytest.approx(
-        {"accuracy": 4 / 6, "precision": 3 / 5, "recall": 1.0, "f1": 0.75}
+        {"accuracy": 5 / 6, "precision": 1.0, "recall": 2 / 3, "f1": 0.8}
     )
-    assert "accuracy 0.6667  precision 0.6000  recall 1.0000  f1 0.7500" in printed
+    assert "accuracy 0.8333  precision 1.0000  recall 0.6667  f1 0.8000" in printed
     # The threshold it decided at is said, and it is the shipped file's, not fitted here.
-    assert f"threshold {load_gate().threshold:.2f} (shipped)" in printed
+    assert f"threshold {load_gate().threshold:.2f} (shipped, balanced)" in printed
 
 
 @pytest.mark.parametrize(

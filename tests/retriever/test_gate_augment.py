@@ -54,4 +54,4 @@ def test_made_rows_are_never_scored() -> None:
     )
     scored, thresholds = held_out_scores(data, "acebench", Options(steps=5), "enc", lambda _: None)
     assert len(scored) == int(((data.sources == "acebench") & ~made).sum())
-    assert set(thresholds) == {"cost", "accuracy", "recall98"}
+    assert set(thresholds) == {"balanced", "confident", "cost", "accuracy", "recall98"}
