@@ -510,10 +510,8 @@ class CatalogService:
         from retriever.recent import remembering
 
         # The gate reads the encoder it was fitted on whatever encoder the index uses
-        # (the same loaded copy when it is the index's too). Where the upstream triages
-        # (planner.triage), the gate refuses only when confident and the triage call
-        # sorts the uncertain band; else it decides at its balanced threshold.
-        gate = load_gate(at="confident" if self._settings.planner.triage else "balanced")
+        # (the same loaded copy when it is the index's too).
+        gate = load_gate()
         encoder = load_encoder(gate.encoder_config(self._settings.retriever))
         words = None
         if known is not None and known.encoder == encoder.name:

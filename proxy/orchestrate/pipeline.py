@@ -156,8 +156,22 @@ class Pipeline:
             return True
         with turn.stage("gate"):
             query = conversation_query(dicts(turn.messages), self._query_turns)
-            turn.gate = await asyncio.to_thread(catalog.gate.decide, query)
+            turn.gate = await asyncio.to_thread(
+                catalog.gate.decide, query, self._gate_threshold(turn, catalog)
+            )
         return turn.gate.needs_tool
+
+    @staticmethod
+    def _gate_threshold(turn: Turn, catalog: Catalog) -> float | None:
+        """Where the routed model's planner triages, the gate refuses only when confident
+        (its confident threshold) and the triage call sorts the uncertain band; else it
+        decides at its balanced threshold (None: the gate's own)."""
+        if (
+            catalog.gate is None
+            or not catalog.planner.config.for_profile(turn.target.planner).triage
+        ):
+            return None
+        return catalog.gate.gate.spec.confident_threshold
 
     async def _plan_and_execute(
         self, turn: Turn, catalog: Catalog, earlier: list[EarlierCall], say: Say

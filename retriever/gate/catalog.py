@@ -57,12 +57,13 @@ class CatalogGate:
         else:
             self.view = CatalogView.of(matrix, documents)
 
-    def decide(self, query: str) -> Decision:
-        """Whether a tool of this catalog serves ``query`` (the conversation's recent turns)."""
+    def decide(self, query: str, threshold: float | None = None) -> Decision:
+        """Whether a tool of this catalog serves ``query`` (the conversation's recent
+        turns), at ``threshold`` (None: the gate's own)."""
         if not len(self.view):
             return Decision(False, 0.0)
         vector = self._encoder.encode([query or " "])[0]
-        return self.gate.decide(vector, query, self.view)
+        return self.gate.decide(vector, query, self.view, threshold)
 
 
 async def decide_for_tools(

@@ -110,13 +110,21 @@ class Gate:
         probability: Array = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
         return probability
 
-    def decide(self, query_vector: Vectors, query_text: str, catalog: CatalogView) -> Decision:
-        """Whether ``catalog`` holds a tool for the request."""
+    def decide(
+        self,
+        query_vector: Vectors,
+        query_text: str,
+        catalog: CatalogView,
+        threshold: float | None = None,
+    ) -> Decision:
+        """Whether ``catalog`` holds a tool for the request, at ``threshold`` (None: this
+        gate's own)."""
         if not len(catalog):
             return Decision(False, 0.0)
+        at = self.threshold if threshold is None else threshold
         scalars = scalar_features(query_vector, query_text, catalog)[None, :]
         score = float(self.probability(scalars, query_vector.astype(np.float64)[None, :])[0])
-        return Decision(score >= self.threshold, round(score, 4), self.threshold)
+        return Decision(score >= at, round(score, 4), at)
 
 
 #: Which of the file's thresholds a gate decides at: ``balanced`` (orchestrate mode's),
