@@ -53,6 +53,10 @@ COPY graph_store ./graph_store
 COPY retriever ./retriever
 COPY eval ./eval
 RUN pip install .
+# The embedding model's ONNX graphs, exported and quantized once here rather than by
+# every container's first start (docs/cli.md, toolgraph prepare).
+ENV TOOLGRAPH_RETRIEVER__ONNX_DIR=/opt/toolgraph/onnx
+RUN toolgraph prepare
 
 # ---------------------------------------------------------------- runtime bases
 FROM py AS runtime-cpu
@@ -87,6 +91,7 @@ RUN groupadd --system --gid 10001 toolgraph \
     && mkdir -p /var/lib/toolgraph /opt/toolgraph/models \
     && chown toolgraph:toolgraph /var/lib/toolgraph
 COPY --from=build /opt/venv /opt/venv
+COPY --from=build /opt/toolgraph/onnx /opt/toolgraph/onnx
 COPY deploy/healthcheck.py /opt/toolgraph/healthcheck.py
 COPY ${MODELS_DIR}/ /opt/toolgraph/models/
 ENV PATH=/opt/venv/bin:$PATH \
@@ -97,7 +102,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     TRANSFORMERS_OFFLINE=1 \
     TOOLGRAPH_HOST=0.0.0.0 \
     TOOLGRAPH_PORT=8000 \
-    TOOLGRAPH_DATA_DIR=/var/lib/toolgraph
+    TOOLGRAPH_DATA_DIR=/var/lib/toolgraph \
+    TOOLGRAPH_RETRIEVER__ONNX_DIR=/opt/toolgraph/onnx
 USER 10001:10001
 WORKDIR /var/lib/toolgraph
 EXPOSE 8000

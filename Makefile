@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 .PHONY: run test lint format bench bench-load llm test-e2e e2e mcp-servers chromium clean
 
 run: $(VENV)/.installed
+	$(BIN)/toolgraph prepare
 	$(BIN)/toolgraph serve
 
 # The published MCP servers the tests start: npm's (tests/mcp/node) from their lockfile, and

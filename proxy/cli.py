@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         return serve(settings, args.config)
+    if args.command == "prepare":
+        return prepare(settings)
     if args.command in GRAPH_COMMANDS:
         return _run_graph_command(args, settings)
     if args.command in RETRIEVER_COMMANDS:
@@ -132,6 +134,23 @@ def _index_command_settings(settings: Settings, left_out: frozenset[str]) -> Ind
     )
 
 
+def prepare(settings: Settings, out: TextIO | None = None) -> int:
+    """Load the embedding model once: its ONNX graphs (fp32 for documents, the query
+    precision's for questions) are exported and quantized into ``retriever.onnx_dir``
+    when missing, so that no start pays for them."""
+    from retriever.embedder import load_encoder
+    from retriever.errors import RetrieverError
+
+    try:
+        encoder = load_encoder(settings.retriever)
+    except RetrieverError as exc:
+        print(f"toolgraph: {exc}", file=sys.stderr)
+        return 2
+    folder = settings.retriever.onnx_folder()
+    print(f"{encoder.name}: ready ({folder})", file=out or sys.stdout)
+    return 0
+
+
 def serve(settings: Settings, config_file: Path | None) -> int:
     import uvicorn
 
@@ -188,6 +207,11 @@ def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:
     serve_cmd.add_argument("--host", help="address to listen on (TOOLGRAPH_HOST)")
     serve_cmd.add_argument("--port", type=int, help="port to listen on (TOOLGRAPH_PORT)")
     serve_cmd.add_argument("--workers", type=int, help="worker processes (TOOLGRAPH_WORKERS)")
+    prepared = commands.add_parser(
+        "prepare", help="export the embedding model's ONNX graphs once (make run does)"
+    )
+    prepared.add_argument("--config", type=Path, help="YAML settings file")
+    prepared.set_defaults(host=None, port=None, workers=None)
     add_graph_commands(commands)
     add_retriever_commands(commands)
     add_tool_commands(commands)

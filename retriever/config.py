@@ -4,6 +4,7 @@ its ``retriever`` section and passed down explicitly (the CLI and tests build it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -12,9 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 DocumentVariant = Literal["name_description", "enriched"]
 FusionMethod = Literal["scores", "rrf"]
 
-#: Where ONNX exports go when neither ``onnx_dir`` nor the proxy's data_dir says (the
-#: proxy's default data_dir, so the CLI and the proxy share one export).
-DEFAULT_ONNX_DIR = Path.home() / ".local" / "share" / "toolgraph" / "onnx"
+#: Where ONNX exports go unless ``onnx_dir`` says: one cache per user and install, shared
+#: by every data folder (a file's name carries the weights' and onnxruntime's versions,
+#: so a kept file is never stale), made once by ``toolgraph prepare``.
+DEFAULT_ONNX_DIR = (
+    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolgraph" / "onnx"
+)
 
 
 class RetrieverConfig(BaseModel):
@@ -77,8 +81,9 @@ class RetrieverConfig(BaseModel):
     )
     onnx_dir: Path | None = Field(
         default=None,
-        description="Folder of the ONNX exports, written on first use from the local weights; "
-        "unset, `onnx` under data_dir.",
+        description="Folder of the ONNX exports, made once from the local weights "
+        "(`toolgraph prepare`, or the first start); unset, `toolgraph/onnx` in the user's "
+        "cache folder (`$XDG_CACHE_HOME`, else `~/.cache`), shared by every data folder.",
     )
     batch_window_ms: float = Field(
         default=2.0,

@@ -10,7 +10,6 @@ from urllib.parse import unquote, urlsplit
 from pydantic import (
     Field,
     SecretStr,
-    ValidationInfo,
     field_validator,
 )
 from pydantic_settings import (
@@ -160,16 +159,6 @@ class Settings(BaseSettings):
         "the registry API may send (`env:NAME`); none by default. The settings file's servers "
         "may name any.",
     )
-
-    @field_validator("retriever")
-    @classmethod
-    def _onnx_under_data_dir(
-        cls, value: RetrieverSettings, info: ValidationInfo
-    ) -> RetrieverSettings:
-        data_dir = info.data.get("data_dir")
-        if value.onnx_dir is not None or not isinstance(data_dir, Path):
-            return value
-        return value.model_copy(update={"onnx_dir": data_dir / "onnx"})
 
     @field_validator("upstream_base_url")
     @classmethod

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import retriever.config
 from proxy.config import ConfigError, PlannerSettings, load_settings
 from proxy.upstream import ModelRouter
 
@@ -182,12 +183,15 @@ def test_non_json_list_in_env_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         load_settings()
 
 
-def test_onnx_exports_go_under_the_data_dir_unless_placed(
+def test_onnx_exports_go_to_one_cache_for_every_data_folder_unless_placed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("TOOLGRAPH_RETRIEVER__ONNX_DIR")  # the test session's shared folder
     settings = load_settings(write(tmp_path, f"data_dir: {tmp_path / 'data'}\n"))
-    assert settings.retriever.onnx_dir == tmp_path / "data" / "onnx"
+    assert settings.retriever.onnx_dir is None
+    other = load_settings(write(tmp_path, f"data_dir: {tmp_path / 'other'}\n"))
+    assert settings.retriever.onnx_folder() == other.retriever.onnx_folder()
+    assert other.retriever.onnx_folder() == retriever.config.DEFAULT_ONNX_DIR
     placed = load_settings(
         write(tmp_path, f"data_dir: {tmp_path / 'data'}\nretriever:\n  onnx_dir: {tmp_path}\n")
     )
