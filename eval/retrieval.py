@@ -262,10 +262,10 @@ def format_report(results: dict[str, Scores], ks: Sequence[int]) -> str:
     lines = []
     for group in ["all", *groups]:
         lines.append(f"\n{group}" + ("" if group != "all" else " queries"))
-        lines.append(f"  {'method':<36}" + "".join(f"{c:>11}" for c in columns))
+        lines.append(f"  {'method':<44}" + "".join(f"{c:>11}" for c in columns))
         for method, scores in results.items():
             row = scores.get(group, {})
-            lines.append(f"  {method:<36}" + "".join(f"{row.get(c, 0):>11.1f}" for c in columns))
+            lines.append(f"  {method:<44}" + "".join(f"{row.get(c, 0):>11.1f}" for c in columns))
     return "\n".join(lines).lstrip("\n")
 
 

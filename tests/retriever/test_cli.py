@@ -14,6 +14,7 @@ from proxy.config import load_settings
 from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.config import RetrieverConfig
 from retriever.embedder import Encoder
+from tests.conftest import ONNX_DIR
 from tests.retriever.catalog import _TOOLS, catalog_tools
 
 QUERIES = {
@@ -138,3 +139,19 @@ def test_index_build_then_search(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_search_before_build_says_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["search", "anything"]) == 2
     assert "toolgraph index build" in capsys.readouterr().err
+
+
+def test_eval_retrieval_stages_report_expansion_and_the_reranker(
+    beir: Path, encoder: Encoder
+) -> None:
+    data = load_beir(beir)
+    config = RetrieverConfig(onnx_dir=ONNX_DIR)
+    plain = evaluate(data, encoder, [1, 3], variants=["enriched"], progress=False, config=config)
+    staged = evaluate(
+        data, encoder, [1, 3], variants=["enriched"], progress=False, config=config, stages=True
+    )
+    model = "minilm-adapter" if "+adapter" in encoder.name else "minilm"
+    first = f"hybrid-{model}-enriched"
+    assert set(staged) == {*plain, f"{first}+expansion", f"{first}+rerank"}
+    assert staged[f"{first}+rerank"]["all"]["recall@3"] >= 75.0
+    assert staged[f"{first}+expansion"]["all"]["recall@3"] >= 75.0
