@@ -101,24 +101,112 @@ async def open_services(
     settings: Settings, stack: AsyncExitStack, embeddings: LRUCache | None = None
 ) -> AppServices:
     """Every service of the app, each closed by ``stack``; ``embeddings``: an
-    in-process embedding cache to share (else select mode makes its own)."""
+    in-process embedding cache to share (else select mode makes its own).
+
+    In steps, each opening what the next ones need: the shared stores and select mode,
+    the upstreams, the engine (tool sources, executor, catalog, orchestrate mode), the
+    registries, then what serves requests. ``stack`` closes them in reverse."""
     stack.callback(metrics.forget_process, os.getpid())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     router = ModelRouter(settings)
     if router.has_litellm_routes():
         load_litellm()  # seconds of import, paid before the first request rather than in it
+    redis = _redis(settings, stack)
+    select = await _select(settings, stack, redis, embeddings)
+    session, relay, upstreams = _upstreams(settings, stack)
+    engine = await _engine(settings, stack, redis, select, router, upstreams)
+    notices = CatalogNotices(redis, engine.catalog.changed)
+    await stack.enter_async_context(_listening(notices))
+    registry, mcp_registry = await _registries(settings, stack, redis, engine, notices)
+    if settings.orchestrate.preload:
+        engine.catalog.preload()
+        stack.push_async_callback(engine.catalog.settle)  # before the stores close under it
+    log.info(startup_line(settings, _catalog_state(settings)))
+    if (warning := open_proxy_warning(settings)) is not None:
+        log.warning(warning)
+    authenticator = Authenticator(_key_bytes(settings.master_key))
+    endpoint = McpEndpoint(
+        CatalogTools(engine.catalog, engine.executor),
+        RequestTools(engine.orchestrator, settings),
+        authenticator,
+        settings.secrets(),
+        settings.limits.max_body_bytes,
+    )
+    await stack.enter_async_context(endpoint.run())
+    modes = _modes(settings, router, upstreams, select, engine.orchestrator)
+    relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
+    native = NativeResponses(
+        router, relayed, relay, settings.upstream_responses, settings.timeouts.request
+    )
+    return AppServices(
+        settings=settings,
+        router=router,
+        modes=modes,
+        responses=ResponsesService(modes, ResponseStore(redis, settings.responses), native),
+        orchestrator=engine.orchestrator,
+        relayed=relayed,
+        models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
+        registry=registry,
+        mcp_registry=mcp_registry,
+        mcp_endpoint=endpoint,
+        readiness=Readiness(
+            _checks(settings, redis, session, engine.catalog, engine.mcp),
+            {"catalog_sync": lambda: engine.catalog.sync},
+        ),
+        authenticator=authenticator,
+        admin_key=_key_bytes(settings.admin_key),
+    )
+
+
+def _redis(settings: Settings, stack: AsyncExitStack) -> Redis | None:
+    """The Redis every store shares, when ``redis_url`` is set."""
     redis = Redis.from_url(settings.redis_url) if settings.redis_url else None
     if redis is not None:
         stack.push_async_callback(redis.aclose)
+    return redis
+
+
+async def _select(
+    settings: Settings, stack: AsyncExitStack, redis: Redis | None, embeddings: LRUCache | None
+) -> SelectService:
     select = SelectService(settings.retriever, redis, embeddings)
     stack.callback(select.close)
     if settings.retriever.preload:
         await select.start()  # else on the first select request: passthrough never loads it
+    return select
+
+
+def _upstreams(
+    settings: Settings, stack: AsyncExitStack
+) -> tuple[aiohttp.ClientSession, RelayUpstream, Upstreams]:
     session = make_session(settings.timeouts)
     relay = RelayUpstream(session)
     upstreams = Upstreams(relay, LiteLLMUpstream(settings.timeouts.request))
     stack.push_async_callback(upstreams.litellm.aclose)
     stack.push_async_callback(upstreams.relay.aclose)  # closes the session
+    return session, relay, upstreams
+
+
+@dataclass(frozen=True, slots=True)
+class _Engine:
+    """What orchestrate mode runs on, and the tool sources it shares with the registries."""
+
+    store: GraphStore | None  # opened here only for the registry or MCP
+    kept: ServerList  # the MCP servers the registry added
+    mcp: McpSources | None
+    executor: ToolExecutor
+    catalog: CatalogService
+    orchestrator: Orchestrator
+
+
+async def _engine(
+    settings: Settings,
+    stack: AsyncExitStack,
+    redis: Redis | None,
+    select: SelectService,
+    router: ModelRouter,
+    upstreams: Upstreams,
+) -> _Engine:
     store = None
     if settings.admin_key is not None or settings.mcp_servers:  # the registry's or MCP's
         store = open_store(settings.data_dir, settings.neo4j_uri)
@@ -138,13 +226,23 @@ async def open_services(
         settings, catalog, executor, router, upstreams, Stores.open(redis, settings.orchestrate)
     )
     stack.push_async_callback(orchestrator.drain)
-    notices = CatalogNotices(redis, catalog.changed)
-    await stack.enter_async_context(_listening(notices))
+    return _Engine(store, kept, mcp, executor, catalog, orchestrator)
+
+
+async def _registries(
+    settings: Settings,
+    stack: AsyncExitStack,
+    redis: Redis | None,
+    engine: _Engine,
+    notices: CatalogNotices,
+) -> tuple[ToolRegistry | None, McpRegistry | None]:
+    """The tool registry and the MCP one (admin key); the MCP sources started."""
+    store, mcp = engine.store, engine.mcp
     registry = None
     if store is not None:
-        documents = OpenApiFetcher(executor.client, settings.limits.max_body_bytes)
+        documents = OpenApiFetcher(engine.executor.client, settings.limits.max_body_bytes)
         registry = ToolRegistry(
-            store, executor.invoker, on_change=notices.announce, fetch=documents.fetch
+            store, engine.executor.invoker, on_change=notices.announce, fetch=documents.fetch
         )
     mcp_registry = None
     if mcp is not None:  # started once the catalog hears its changes; closed before the store
@@ -152,44 +250,8 @@ async def open_services(
         mcp.start()
         stack.push_async_callback(mcp.aclose)
         if registry is not None and store is not None:
-            mcp_registry = await _mcp_registry(stack, settings, mcp, store, kept, redis)
-    if settings.orchestrate.preload:
-        catalog.preload()
-        stack.push_async_callback(catalog.settle)  # before the stores close under it
-    log.info(startup_line(settings, _catalog_state(settings)))
-    if (warning := open_proxy_warning(settings)) is not None:
-        log.warning(warning)
-    authenticator = Authenticator(_key_bytes(settings.master_key))
-    endpoint = McpEndpoint(
-        CatalogTools(catalog, executor),
-        RequestTools(orchestrator, settings),
-        authenticator,
-        settings.secrets(),
-        settings.limits.max_body_bytes,
-    )
-    await stack.enter_async_context(endpoint.run())
-    modes = _modes(settings, router, upstreams, select, orchestrator)
-    relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
-    native = NativeResponses(
-        router, relayed, relay, settings.upstream_responses, settings.timeouts.request
-    )
-    return AppServices(
-        settings=settings,
-        router=router,
-        modes=modes,
-        responses=ResponsesService(modes, ResponseStore(redis, settings.responses), native),
-        orchestrator=orchestrator,
-        relayed=relayed,
-        models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),
-        registry=registry,
-        mcp_registry=mcp_registry,
-        mcp_endpoint=endpoint,
-        readiness=Readiness(
-            _checks(settings, redis, session, catalog, mcp), {"catalog_sync": lambda: catalog.sync}
-        ),
-        authenticator=authenticator,
-        admin_key=_key_bytes(settings.admin_key),
-    )
+            mcp_registry = await _mcp_registry(stack, settings, mcp, store, engine.kept, redis)
+    return registry, mcp_registry
 
 
 def _modes(
