@@ -152,6 +152,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     query_precision = RetrieverConfig().onnx_query_precision
     OnnxEncoder(bundled_model_path(), "mean", "fp32", ONNX_DIR, query_precision=query_precision)
+    # The reranker's graphs too (tests/retriever/test_rerank.py reads both precisions).
+    from retriever.rerank.tokens import TokenEncoder
+    from retriever.rerank.weights import load_weights
+
+    for precision in QUERY_PRECISIONS:
+        TokenEncoder(bundled_model_path(), load_weights(), ONNX_DIR, precision=precision)  # type: ignore[arg-type]
 
 
 #: The query precisions a ranking must survive: int8 kernels differ by CPU instruction set
