@@ -14,8 +14,10 @@ tools' egress policy), its listing written into the graph store as a sync writes
 (:mod:`proxy.mcp.registered`), so that the proxy runs it: at once for proxies that
 share a Redis (a notice tells them), else when the proxy next starts. A server the
 settings file names is synced and not kept (the file is the operator's). Stdio
-servers are kept without ``mcp_registry_commands``: that setting keeps the admin key
-from giving a shell, and whoever runs this command has one. The other paths of the
+servers are kept without ``mcp_registry_commands`` (whoever runs this command has a
+shell), but a proxy starts a kept stdio server only with that setting on: it is
+checked wherever the kept list is read (:mod:`proxy.mcp.permits`), and the command's
+line says so. The other paths of the
 same command are files of tools, imported as before.
 """
 
@@ -127,7 +129,8 @@ async def _import_all(
     try:
         for server in servers:
             try:
-                done.append(await _import_one(server, policy, store, kept, server.name in fixed))
+                where = _where(server, server.name in fixed, settings.mcp_registry_commands)
+                done.append(await _import_one(server, policy, store, kept, where))
             except ToolgraphError as exc:
                 failed.append(exc.message)
         if redis is not None and done:  # running proxies start what is now kept
@@ -144,19 +147,29 @@ async def _import_one(
     policy: EgressPolicy,
     store: GraphStore,
     kept: ServerList,
-    fixed: bool,
+    where: str,
 ) -> str:
     if server.url is not None:
         policy.check_host(urlsplit(server.url).hostname or "")
     listing = await probe_server(server, policy)
     report = await asyncio.to_thread(sync_server, store, server.name, listing)
-    if not fixed:
+    if where != _FIXED:
         await kept.put(server)
-    where = "in the settings file" if fixed else "kept: the proxy runs it"
     return (
         f"{server.name}: {report.written} tools written, {report.deleted} deleted, "
         f"{report.edges} edges, {len(report.errors)} refused ({where})"
     )
+
+
+_FIXED = "in the settings file"
+
+
+def _where(server: McpServerSettings, fixed: bool, commands: bool) -> str:
+    if fixed:
+        return _FIXED
+    if server.url is None and not commands:
+        return "kept: the proxy runs it once mcp_registry_commands is on"
+    return "kept: the proxy runs it"
 
 
 def import_command(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

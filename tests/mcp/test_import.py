@@ -55,9 +55,9 @@ def test_a_clients_spec_imports_the_tools_and_the_proxy_runs_the_server(
     status, out, err = run(capfd, client_spec(tmp_path), tools)
     assert (status, err) == (0, "")
     assert out.splitlines()[0] == (
-        f"test: {len(TOOLS)} tools written, 0 deleted, 1 edges, 0 refused (kept: the proxy runs it)"
+        f"test: {len(TOOLS)} tools written, 0 deleted, 1 edges, 0 refused (kept: the proxy runs it once mcp_registry_commands is on)"
     )
-    proxy = start_proxy(admin_key=ADMIN)
+    proxy = start_proxy(admin_key=ADMIN, mcp_registry_commands=True)
     data_dir = proxy.settings.data_dir
     assert (data_dir / FILE_NAME).exists()
     wait_connected(proxy)
@@ -125,6 +125,7 @@ def test_a_running_proxy_that_shares_a_redis_starts_an_imported_server(
     with running_redis() as redis:  # the test's own: the kept list would reach others
         proxy = start_proxy(
             admin_key=ADMIN,
+            mcp_registry_commands=True,
             redis_url=redis.url,
             planner={"policy": "llm", "top_k": 20, "memory_k": 0},
             orchestrate={"gate": False},

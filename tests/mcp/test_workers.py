@@ -81,7 +81,7 @@ def test_without_redis_the_other_worker_starts_it_when_it_restarts(
     assert admin(first, "POST", SERVERS, json=spec("shared")).status_code == 201
     assert "shared" not in servers(second)  # the documented limit: no notice without Redis
     second.__exit__()
-    again = start_proxy(admin_key=ADMIN)
+    again = start_proxy(admin_key=ADMIN, mcp_registry_commands=True)
     wait_connected(again)
     assert servers(again)["shared"]["connected"] is True
     httpx.get(f"{again.url}/readyz", timeout=10).raise_for_status()

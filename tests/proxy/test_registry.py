@@ -419,3 +419,20 @@ def test_server_urls_are_taken_against_the_documents_url() -> None:
         {"url": "https://x.org/a"},
     ]
     assert anchored({"openapi": "3.0.0"}, url)["servers"] == [{"url": "https://api.example.com/"}]
+
+
+@pytest.mark.parametrize("levels", [60, 120])
+def test_a_deep_schema_sent_whole_is_stored_or_refused_never_a_500(
+    start_proxy: Any, levels: int
+) -> None:
+    # 2 JSON levels a schema level: 120 is within the default limits.max_json_depth, 240
+    # within its highest setting
+    registry = start_proxy(admin_key=ADMIN, limits={"max_json_depth": 250})
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    spec = {"type": "function", "function": {"name": "deep", "parameters": schema}}
+    response = call(registry, "POST", json={"openai": [spec]})
+    assert response.status_code in (201, 400), response.text
+    if response.status_code == 400:
+        assert "nest" in response.json()["error"]["message"]
