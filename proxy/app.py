@@ -29,6 +29,7 @@ from proxy.registry import router as registry_router
 from proxy.relayed.router import routes as relayed_routes
 from proxy.responses_api.router import routes as responses_routes
 from proxy.services import AppServices, open_services
+from proxy.tenancy import router as keys_router
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app.include_router(registry_router.router)
     app.include_router(mcp_registry_router.router)
     app.include_router(orchestrate_router.router)
+    app.include_router(keys_router.router)
     app.include_router(console_router.router)
     app.router.routes.extend(console_router.pages)
     app.router.routes.append(mcp_route)

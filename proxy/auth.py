@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from proxy.context import RequestContext
 from proxy.services import services_of
 
 
 async def authenticate(request: Request) -> None:
-    """Check the client's key (:class:`~proxy.tenancy.callers.Authenticator`) and note
-    who it is on the request's context: its tenant, and the key to forward upstream."""
+    """Check the client's key (:class:`~proxy.tenancy.callers.Authenticator`), count it
+    against its limits, and note on the request's context who it is."""
     authorization = request.headers.get("authorization", "")
-    caller = await services_of(request).authenticator.caller(authorization)
-    context = request.state.context
-    context.client_key = caller.forwarded_key
-    context.tenant = caller.tenant
+    peer = request.client.host if request.client else ""
+    caller, release = await services_of(request).authenticator.admit(authorization, peer)
+    context: RequestContext = request.state.context
+    context.admitted(caller, release)

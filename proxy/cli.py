@@ -22,6 +22,7 @@ from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.errors import StoreUnavailable
 from proxy.logs import configure_logging, supervisor_log_config
 from proxy.mcp import command as mcp_command
+from proxy.tenancy import command as keys_command
 from proxy.tools_command import COMMANDS as TOOL_COMMANDS
 from proxy.tools_command import add_commands as add_tool_commands
 from proxy.tools_command import run_command as run_tool_command
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_tool_command(args, settings)
     if args.command in mcp_command.COMMANDS:
         return mcp_command.run_command(args, settings)
+    if args.command in keys_command.COMMANDS:
+        return keys_command.run_command(args, settings)
     for group in groups:
         if args.command in group.COMMANDS:
             return group.run_command(args, settings)
@@ -216,6 +219,7 @@ def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:
     add_retriever_commands(commands)
     add_tool_commands(commands)
     mcp_command.add_commands(commands)
+    keys_command.add_commands(commands)
     for group in groups:
         group.add_commands(commands)
     return parser

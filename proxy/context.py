@@ -5,10 +5,16 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from proxy.tenancy import ANONYMOUS
+
+if TYPE_CHECKING:
+    from proxy.tenancy.callers import Caller
+    from proxy.tenancy.keys import ToolScope
 
 _VALID_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
@@ -40,6 +46,9 @@ class RequestContext:
     client_key: str | None = None  # the client's own bearer, forwarded to a keyless upstream
     tenant: str = ANONYMOUS  # whose records this request reads and leaves (proxy.tenancy)
     tool_search: ToolSearch | None = None  # set by select mode when tools were deferred
+    fairness: str = ANONYMOUS  # whose per-client slots its tool calls take
+    tool_scope: ToolScope | None = None  # the tools its key may use; None: all
+    on_finish: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
     @classmethod
     def start(cls, incoming_id: str | None) -> RequestContext:
@@ -48,6 +57,14 @@ class RequestContext:
         context = cls(request_id=request_id or str(uuid.uuid4()))
         current_request_id.set(context.request_id)
         return context
+
+    def admitted(self, caller: Caller, release: Callable[[], Awaitable[None]] | None) -> None:
+        """Note who the request is (``proxy.tenancy.callers``) and what it owes its
+        key's limits when it ends."""
+        self.client_key, self.tenant = caller.forwarded_key, caller.tenant
+        self.fairness, self.tool_scope = caller.fairness, caller.scope
+        if release is not None:
+            self.on_finish.append(release)
 
     def upstream_request_id(self) -> str | None:
         """The id to pass upstream as ``X-Request-Id``, when it is a UUID.

@@ -9,6 +9,7 @@ ToolgraphError                 status, type, code, param: what the client sees
  │                             foreign Host or a cross-site page at an open proxy)
  ├── UnsupportedMediaType      415 invalid_request_error (a body an open proxy reads only as JSON)
  ├── Conflict                  409 conflict_error (a name another tool holds)
+ ├── RateLimited               429 requests / rate_limit_exceeded: a key's limit, with retry-after
  ├── ClientClosedRequest       499, for the metrics only: nobody is left to read it
  ├── UpstreamError             the upstream's own status, type, code and message
  │    ├── UpstreamUnreachable  502 (connection refused, reset, protocol error)
@@ -125,6 +126,17 @@ class UnsupportedMediaType(ToolgraphError):
 class Conflict(ToolgraphError):
     status = 409
     type = "conflict_error"
+
+
+class RateLimited(ToolgraphError):
+    """A key over one of its limits: OpenAI's 429, ``retry-after`` in whole seconds."""
+
+    status = 429
+    type = "requests"
+    code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, headers={"retry-after": str(retry_after)})
 
 
 class ClientClosedRequest(ToolgraphError):

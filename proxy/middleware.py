@@ -95,6 +95,7 @@ class ObservabilityMiddleware:
                 await send_with_headers({"type": "http.response.body", "body": error.to_json()})
         finally:
             in_flight.dec()
+            await _finish(context)
             elapsed = context.elapsed()
             labels = (route, context.mode, str(status))
             metrics.REQUESTS.labels(*labels).inc()
@@ -107,6 +108,15 @@ class ObservabilityMiddleware:
                 elapsed * 1000,
                 overhead * 1000,
             )
+
+
+async def _finish(context: RequestContext) -> None:
+    """What the request owes when it has ended: its key's running count, given back."""
+    for release in context.on_finish:
+        try:
+            await release()
+        except Exception:  # the outermost edge: a failed release is logged, never raised
+            log.exception("could not give back a key's running count")
 
 
 class UnprefixedPaths:

@@ -61,6 +61,8 @@ from proxy.responses_api.service import ResponsesService
 from proxy.responses_api.store import ResponseStore
 from proxy.select.service import SelectService
 from proxy.tenancy.callers import Authenticator
+from proxy.tenancy.keys import open_key_store
+from proxy.tenancy.limits import open_limiter
 from proxy.tools.packs.math.catalog import builtin_tools
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
@@ -124,7 +126,11 @@ async def open_services(
     log.info(startup_line(settings, _catalog_state(settings)))
     if (warning := open_proxy_warning(settings)) is not None:
         log.warning(warning)
-    authenticator = Authenticator(_key_bytes(settings.master_key))
+    authenticator = Authenticator(
+        _key_bytes(settings.master_key),
+        open_key_store(settings.data_dir, redis),
+        open_limiter(redis),
+    )
     endpoint = McpEndpoint(
         CatalogTools(engine.catalog, engine.executor),
         RequestTools(engine.orchestrator, settings),

@@ -48,6 +48,7 @@ _PLACES = {
     "proxy.upstream": "core",
     "proxy.tenancy": "core",
     "proxy.browser_guard": "web",
+    "proxy.tenancy.command": "web",
     "proxy.plan": "engine",
     "proxy.execute": "engine",
     "proxy.tools": "engine",

@@ -23,15 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-import httpx
-
-from proxy._command import CommandFailed, run_reported
+from proxy._command import CommandFailed, admin_request, run_reported
 from proxy.config import Settings
 
 COMMANDS = ("mcp",)
 PATH = "/v1/toolgraph/mcp/servers"
-#: Adding waits for the server's first connection (its connect_timeout, 30 s by default).
-TIMEOUT = 120.0
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,15 +57,15 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
 
 def _run(args: argparse.Namespace, settings: Settings) -> str:
     if args.action == "add":
-        added = _request(args, settings, "POST", PATH, json=server_spec(args))
+        added = admin_request(args, settings, "POST", PATH, json=server_spec(args))
         return _line(added)
     if args.action == "list":
-        servers = _request(args, settings, "GET", PATH)["data"]
+        servers = admin_request(args, settings, "GET", PATH)["data"]
         return "\n".join(_line(server) for server in servers) or "no MCP servers"
     if args.action == "remove":
-        removed = _request(args, settings, "DELETE", f"{PATH}/{args.name}")
+        removed = admin_request(args, settings, "DELETE", f"{PATH}/{args.name}")
         return f"{args.name}: removed, {removed['tools_deleted']} tools deleted"
-    synced = _request(args, settings, "POST", f"{PATH}/{args.name}/sync")
+    synced = admin_request(args, settings, "POST", f"{PATH}/{args.name}/sync")
     return (
         f"{args.name}: {synced['written']} tools written, {synced['deleted']} deleted, "
         f"{synced['edges']} edges, {len(synced['errors'])} refused"
@@ -106,33 +102,3 @@ def _line(server: dict[str, Any]) -> str:
         f"{server['name']}  {server['transport']}  {state}  {server['tools']} tools  "
         f"({server['source']})  {server['target']}"
     )
-
-
-def _request(
-    args: argparse.Namespace, settings: Settings, method: str, path: str, **kwargs: Any
-) -> dict[str, Any]:
-    if settings.admin_key is None:
-        raise CommandFailed("set TOOLGRAPH_ADMIN_KEY (the proxy's admin key)")
-    base = (args.proxy or _address(settings)).rstrip("/")
-    headers = {"authorization": f"Bearer {settings.admin_key.get_secret_value()}"}
-    try:
-        response = httpx.request(
-            method, base + path, headers=headers, timeout=TIMEOUT, trust_env=False, **kwargs
-        )
-    except httpx.HTTPError as exc:
-        raise CommandFailed(f"cannot reach the proxy at {base}: {exc}") from None
-    body: dict[str, Any] = response.json() if _is_json(response) else {}
-    if response.is_error:
-        error = body.get("error", {})
-        raise CommandFailed(error.get("message") or f"HTTP {response.status_code}")
-    return body
-
-
-def _is_json(response: httpx.Response) -> bool:
-    content_type: str = response.headers.get("content-type", "")
-    return content_type.startswith("application/json")
-
-
-def _address(settings: Settings) -> str:
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
-    return f"http://{host}:{settings.port}"

@@ -30,7 +30,7 @@ from starlette.requests import HTTPConnection, Request
 from starlette.types import Message, Receive, Scope, Send
 
 from proxy.context import RequestContext
-from proxy.errors import AuthenticationFailed, ToolgraphError
+from proxy.errors import AuthenticationFailed, RateLimited, ToolgraphError
 from proxy.http_responses import error_response
 from proxy.mcp_server.jsonrpc import check_body, no_stream
 from proxy.mcp_server.requests import RequestTools
@@ -73,13 +73,15 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         connection = HTTPConnection(scope)
+        authorization = connection.headers.get("authorization", "")
+        peer = connection.client.host if connection.client else ""
         try:
-            caller = await self._authenticator.caller(connection.headers.get("authorization", ""))
-        except AuthenticationFailed as exc:
+            caller, release = await self._authenticator.admit(authorization, peer)
+        except (AuthenticationFailed, RateLimited) as exc:
             await error_response(exc, self._secrets)(scope, receive, send)
             return
         context: RequestContext = connection.state.context
-        context.client_key, context.tenant = caller.forwarded_key, caller.tenant
+        context.admitted(caller, release)
         if scope["method"] == "GET":
             await no_stream()(scope, receive, send)
             return
@@ -101,13 +103,15 @@ def _server(tools: CatalogTools, requests: RequestTools) -> MCPServer:
     server: MCPServer = MCPServer("toolgraph", instructions=INSTRUCTIONS)
 
     @server.tool(description="Find catalog tools for a task: the best k, with their schemas.")
-    async def search_tools(query: str, k: int = 10) -> str:
-        return json.dumps(await _translated(tools.search(query, k)))
+    async def search_tools(ctx: Context, query: str, k: int = 10) -> str:
+        scope = _caller_of(ctx).tool_scope
+        return json.dumps(await _translated(tools.search(query, k, scope)))
 
     @server.tool(description="Run one catalog tool (a name search_tools gave) with arguments.")
     async def call_tool(ctx: Context, name: str, arguments: dict[str, Any] | None = None) -> str:
-        client = _caller_of(ctx).tenant  # its slots, as a plan of the same tenant's
-        output = await _translated(tools.call(name, arguments or {}, client))
+        caller = _caller_of(ctx)  # its slots, as a plan of the same client's; its key's tools
+        work = tools.call(name, arguments or {}, caller.fairness, caller.tool_scope)
+        output = await _translated(work)
         return output if isinstance(output, str) else json.dumps(output)
 
     @server.tool(

@@ -87,5 +87,6 @@ class RequestTools:
         context.mode = "orchestrate"
         if caller is not None:  # who the HTTP request was (McpEndpoint authenticated it)
             context.client_key, context.tenant = caller.client_key, caller.tenant
+            context.fairness, context.tool_scope = caller.fairness, caller.tool_scope
         raw = json.dumps(body).encode()
         return ChatCall(request, body, raw, context, idempotency_key=key)

@@ -24,6 +24,7 @@ from proxy.execute.invocation import tool_host
 from proxy.execute.service import ToolExecutor
 from proxy.orchestrate.catalog import CatalogService
 from proxy.plan.model import Candidate
+from proxy.tenancy.keys import ToolScope, scoped
 
 MAX_RESULTS = 50
 #: The longest query ``search_tools`` embeds, as the console's search (each character
@@ -36,8 +37,11 @@ class CatalogTools:
         self._catalog = catalog
         self._executor = executor
 
-    async def search(self, query: str, k: int = 10) -> list[dict[str, JsonValue]]:
-        """The ``k`` catalog tools that best fit ``query``, best first, with their schemas."""
+    async def search(
+        self, query: str, k: int = 10, scope: ToolScope | None = None
+    ) -> list[dict[str, JsonValue]]:
+        """The ``k`` catalog tools that best fit ``query``, best first, with their schemas;
+        of those ``scope`` allows (a key's), when given."""
         if len(query) > MAX_QUERY_CHARS:
             raise InvalidRequest(
                 f"the query is {len(query)} characters long; at most {MAX_QUERY_CHARS} are "
@@ -47,16 +51,20 @@ class CatalogTools:
         catalog = await self._catalog.get()
         planner = catalog.planner
         count = max(1, min(k, MAX_RESULTS))
+        searched = count if scope is None else MAX_RESULTS  # room for the ones it drops
 
         def retrieve() -> list[tuple[Candidate, Tool | None]]:
             # embedding, search and the tools' records (read from the store the first
             # time): one hop off the loop
             vector = planner.encoder.encode([query])[0]
-            hits = planner.finder.retrieve(query, vector, count)
-            return [(hit, catalog.tools.get(hit.tool)) for hit in hits]
+            hits = planner.finder.retrieve(query, vector, searched)
+            tools = scoped(catalog.tools, scope)
+            return [(hit, tools.get(hit.tool)) for hit in hits]
 
         found: list[dict[str, JsonValue]] = []
         for hit, tool in await asyncio.to_thread(retrieve):
+            if len(found) == count:
+                break
             if tool is not None:
                 found.append(
                     {
@@ -70,13 +78,18 @@ class CatalogTools:
         return found
 
     async def call(
-        self, name: str, arguments: Mapping[str, JsonValue], client: str = ""
+        self,
+        name: str,
+        arguments: Mapping[str, JsonValue],
+        client: str = "",
+        scope: ToolScope | None = None,
     ) -> JsonValue:
-        """Run catalog tool ``name`` in one of ``client``'s slots (see
-        :class:`~proxy.execute.scheduler.Scheduler`); a :class:`~proxy.errors.ToolError`
-        when it fails. The call's time starts once it holds its slots."""
+        """Run catalog tool ``name`` (one ``scope`` allows, when given) in one of
+        ``client``'s slots (see :class:`~proxy.execute.scheduler.Scheduler`); a
+        :class:`~proxy.errors.ToolError` when it fails. The call's time starts once it
+        holds its slots."""
         catalog = await self._catalog.get()
-        tool = await asyncio.to_thread(catalog.tools.get, name)  # a store read, maybe
+        tool = await asyncio.to_thread(scoped(catalog.tools, scope).get, name)  # a store read
         if tool is None:
             raise NotFound(f"no tool {name!r} in the catalog", param="name", code="tool_not_found")
         timeout = self._executor.settings.call_timeout

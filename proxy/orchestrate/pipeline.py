@@ -52,6 +52,7 @@ from proxy.orchestrate.turn import (
 )
 from proxy.orchestrate.values import returned_values, states_a_value
 from proxy.plan.model import Plan
+from proxy.tenancy.keys import scoped
 from proxy.upstream import within
 from retriever.conversation import conversation_query
 
@@ -251,14 +252,14 @@ class Pipeline:
         with turn.stage("execute"), reported_to(say):  # tools' own progress, e.g. MCP's
             turn.executed = await self.executor.execute(
                 tool_plan,
-                catalog.tools,
+                scoped(catalog.tools, turn.context.tool_scope),  # the key's tools alone
                 model,
                 observe,
                 reuse={call.key(): call.output for call in earlier},
                 background={
                     f"earlier-{i}": f"{call.tool}: {call.text}" for i, call in enumerate(earlier, 1)
                 },
-                client=turn.client,
+                client=turn.fairness,
                 variables=turn.variables,
                 destructive=turn.keyed,
             )

@@ -31,6 +31,7 @@ from proxy.orchestrate.stream import TurnStream
 from proxy.orchestrate.turn import AskedUser, Failed, Outcome, Turn
 from proxy.protocol.base import dump_json
 from proxy.protocol.chat import ChatCompletion, ChatCompletionRequest
+from proxy.tenancy.callers import end_user_slot
 from proxy.upstream import ModelRouter, Reply, Upstreams
 
 
@@ -85,6 +86,7 @@ class Orchestrator:
             target,
             self._upstreams.for_target(target),
             client=context.tenant,
+            fairness=end_user_slot(context.fairness, body.get("user")),
         )
 
     async def complete(self, call: ChatCall) -> Reply:

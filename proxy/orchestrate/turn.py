@@ -81,7 +81,8 @@ class Turn:
     context: RequestContext
     target: Target
     upstream: Upstream
-    client: str  # the client's tenant (proxy.tenancy): scopes its records and slots
+    client: str  # the client's tenant (proxy.tenancy): scopes its records and memory
+    fairness: str  # whose per-client slots its tool calls take (proxy.tenancy.callers)
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     completion_id: str = field(default_factory=lambda: f"chatcmpl-tg{uuid.uuid4().hex[:24]}")
     created: int = field(default_factory=lambda: int(time.time()))

@@ -20,12 +20,13 @@ async def require_admin(request: Request) -> None:
     admin_key = services_of(request).admin_key
     if admin_key is None:
         raise Forbidden(
-            "the tool registry is closed: set TOOLGRAPH_ADMIN_KEY to open it",
+            "the admin API (tool registry, MCP servers, virtual keys) is closed: set "
+            "TOOLGRAPH_ADMIN_KEY to open it",
             code="registry_disabled",
         )
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), admin_key):
-        raise AuthenticationFailed("the tool registry needs the admin key as a bearer token")
+        raise AuthenticationFailed("the admin API needs the admin key as a bearer token")
 
 
 router = APIRouter(prefix=PREFIX, dependencies=[Depends(require_admin)], tags=["tool registry"])

@@ -17,7 +17,7 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from proxy.execute.scheduler import Scheduler
-from proxy.tenancy.callers import OPERATOR
+from proxy.tenancy.callers import operator_slot
 from tests.conftest import ServerThread, StartProxy
 from tests.mcp.conftest import Brain, ServeMcp, plan_oslo_weather
 
@@ -203,7 +203,7 @@ async def test_call_tool_waits_for_the_clients_slot(start_proxy: StartProxy) -> 
     assert proxy.services is not None
     assert proxy.loop is not None
     scheduler = proxy.services.orchestrator.pipeline.executor.scheduler
-    client = OPERATOR  # the master key's tenant
+    client = operator_slot("127.0.0.1")  # the slots of the master key's holder here
     held, release = threading.Event(), threading.Event()
     holder = asyncio.run_coroutine_threadsafe(
         hold_slot(scheduler, client, held, release), proxy.loop

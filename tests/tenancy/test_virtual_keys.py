@@ -1,0 +1,201 @@
+"""Virtual keys end to end: created and revoked through the admin API and the CLI, used
+through the official SDK and an MCP client, each a tenant with its own tool scope and
+limits; the master key stays the operator's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import httpx2
+import openai
+import pytest
+from mcp import Client, types
+from mcp.client.streamable_http import streamable_http_client
+
+from proxy.cli import main
+from testing.brain import Brain
+from testing.fake_upstream import FakeUpstream
+from tests.conftest import ServerThread, StartProxy, closed_after_test
+from tests.orchestrate.conftest import ORCHESTRATE, user
+from tests.tenancy.conftest import KEY_A, UPSTREAM_KEY
+
+MASTER = KEY_A
+ADMIN = "sk-admin-0123456789"
+KEYS = "/v1/toolgraph/keys"
+
+
+@pytest.fixture
+def proxy(start_proxy: StartProxy) -> ServerThread:
+    return start_proxy(
+        master_key=MASTER, admin_key=ADMIN, upstream_api_key=UPSTREAM_KEY,
+        planner={"policy": "graph"},
+    )  # fmt: skip
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {key}"}
+
+
+def create(server: ServerThread, **spec: Any) -> dict[str, Any]:
+    response = httpx.post(f"{server.url}{KEYS}", json=spec, headers=bearer(ADMIN), timeout=30)
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created
+
+
+def sdk(server: ServerThread, key: str) -> openai.OpenAI:
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0, timeout=300)
+    return closed_after_test(client)
+
+
+def traces(server: ServerThread, key: str) -> list[str]:
+    response = httpx.get(f"{server.url}/v1/toolgraph/traces", headers=bearer(key), timeout=30)
+    assert response.status_code == 200, response.text
+    return [summary["id"] for summary in response.json()["data"]]
+
+
+def test_keys_are_managed_with_the_admin_key_alone(proxy: ServerThread) -> None:
+    url = f"{proxy.url}{KEYS}"
+    for key in (MASTER, "sk-someone"):
+        refused = httpx.post(url, json={"name": "x"}, headers=bearer(key), timeout=30)
+        assert refused.status_code == 401
+    created = create(proxy, name="analytics", limits={"requests_per_minute": 60})
+    secret = created.pop("key")
+    listed = httpx.get(url, headers=bearer(ADMIN), timeout=30).json()["data"]
+    assert listed == [created]  # the same record, never the secret nor its digest
+    assert secret not in json.dumps(listed)
+    assert "digest" not in listed[0]
+    assert created["hint"] == secret[-4:]
+    # the admin key manages keys, it is no client key
+    with pytest.raises(openai.AuthenticationError):
+        sdk(proxy, ADMIN).models.list()
+    bad = httpx.post(url, json={"name": "a/b"}, headers=bearer(ADMIN), timeout=30)
+    assert (bad.status_code, bad.json()["error"]["param"]) == (400, "name")
+    zero = {"name": "z", "limits": {"max_concurrent": 0}}
+    bad = httpx.post(url, json=zero, headers=bearer(ADMIN), timeout=30)
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_key")
+    unknown = httpx.delete(f"{url}/vk_nothing", headers=bearer(ADMIN), timeout=30)
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "key_not_found")
+
+
+def test_a_virtual_key_is_a_client_and_a_tenant_of_its_own(
+    proxy: ServerThread, upstream: FakeUpstream, brain: Brain
+) -> None:
+    first, second = create(proxy, name="first"), create(proxy, name="second")
+    brain.arguments["2*pi"] = {"expression": "2*pi*50"}
+    raw = sdk(proxy, first["key"]).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Evaluate the expression 2*pi*50 numerically."),
+        extra_body=ORCHESTRATE,
+    )  # fmt: skip
+    trace_id = raw.headers["x-toolgraph-trace-id"]
+    # the upstream gets the proxy's own key, never a virtual one
+    assert {r.headers.get("authorization") for r in upstream.requests} == {f"Bearer {UPSTREAM_KEY}"}
+
+    assert traces(proxy, first["key"]) == [trace_id]
+    assert traces(proxy, second["key"]) == []
+    assert traces(proxy, MASTER) == []  # the operator's tenant is its own too
+    revoked = httpx.delete(f"{proxy.url}{KEYS}/{first['id']}", headers=bearer(ADMIN), timeout=30)
+    assert revoked.json() == {"id": first["id"], "object": "virtual_key.deleted", "deleted": True}
+    with pytest.raises(openai.AuthenticationError):
+        sdk(proxy, first["key"]).models.list()
+    assert len(sdk(proxy, second["key"]).models.list().data) > 0
+
+
+def exhaust(client: openai.OpenAI, requests: int) -> None:
+    for _ in range(requests):
+        client.models.list()
+
+
+def test_a_keys_rate_limit_is_openais_429_with_retry_after(proxy: ServerThread) -> None:
+    limited = create(proxy, name="limited", limits={"requests_per_minute": 2})
+    client = sdk(proxy, limited["key"])
+    # at most 2 a minute: of 5 quick requests (two minutes at most), one is refused
+    with pytest.raises(openai.RateLimitError) as refused:
+        exhaust(client, 5)
+    assert refused.value.code == "rate_limit_exceeded"
+    assert isinstance(refused.value.body, dict)
+    assert refused.value.body["type"] == "requests"
+    assert 1 <= int(refused.value.response.headers["retry-after"]) <= 60
+    assert len(sdk(proxy, MASTER).models.list().data) > 0  # the master key has no limit
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(server: ServerThread, key: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers=bearer(key), timeout=httpx2.Timeout(300.0)) as http,
+        Client(streamable_http_client(f"{server.url}/mcp", http_client=http), cache=None) as mcp,
+    ):
+        yield mcp
+
+
+def text_of(result: types.CallToolResult) -> str:
+    (block,) = result.content
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_a_keys_tool_scope_holds_on_mcp(proxy: ServerThread) -> None:
+    scoped = create(proxy, name="calculator", scope={"tools": ["evaluate_*"]})
+    search = {"query": "cross product of two vectors", "k": 5}
+    async with mcp_client(proxy, scoped["key"]) as client:
+        found = await client.call_tool("search_tools", search)
+        refused = await client.call_tool(
+            "call_tool", {"name": "vector_operation", "arguments": {"operation": "cross"}}
+        )
+        allowed = await client.call_tool(
+            "call_tool", {"name": "evaluate_expression", "arguments": {"expression": "6*7"}}
+        )
+    names = [hit["name"] for hit in json.loads(text_of(found))]
+    assert names
+    assert all(name.startswith("evaluate_") for name in names)
+    assert refused.is_error
+    assert "no tool 'vector_operation'" in text_of(refused)
+    assert json.loads(text_of(allowed))["value"] == 42
+    async with mcp_client(proxy, MASTER) as client:
+        everything = await client.call_tool("search_tools", search)
+    assert "vector_operation" in [hit["name"] for hit in json.loads(text_of(everything))]
+
+
+def test_a_keys_tool_scope_holds_in_orchestrate_mode(proxy: ServerThread, brain: Brain) -> None:
+    nothing = create(proxy, name="no tools", scope={"tools": []})
+    brain.arguments["2*pi"] = {"expression": "2*pi*50"}
+    raw = sdk(proxy, nothing["key"]).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user("Evaluate the expression 2*pi*50 numerically."),
+        extra_body=ORCHESTRATE,
+    )  # fmt: skip
+    trace_id = raw.headers["x-toolgraph-trace-id"]
+    found = httpx.get(
+        f"{proxy.url}/v1/toolgraph/traces/{trace_id}", headers=bearer(nothing["key"]), timeout=30
+    ).json()
+    assert found["calls"]
+    assert all(call["outcome"] != "ok" for call in found["calls"])
+    assert "no tool named evaluate_expression" in json.dumps(found["calls"])
+
+
+def test_the_cli_creates_lists_and_revokes_keys(
+    proxy: ServerThread, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLGRAPH_ADMIN_KEY", ADMIN)
+    where = ("--proxy", proxy.url)
+    assert main(["keys", "create", "ci", "--tools", "evaluate_*", "--rpm", "5", *where]) == 0
+    line, secret = capfd.readouterr().out.strip().splitlines()
+    key_id = line.split()[0]
+    assert line.split()[1:] == [
+        "ci",
+        f"…{secret[-4:]}",
+        "tools=evaluate_*",
+        "requests_per_minute=5",
+    ]
+    assert len(sdk(proxy, secret).models.list().data) > 0
+    assert main(["keys", "list", *where]) == 0
+    assert capfd.readouterr().out.strip() == line
+    assert main(["keys", "revoke", key_id, *where]) == 0
+    assert capfd.readouterr().out.strip() == f"{key_id}: revoked"
+    with pytest.raises(openai.AuthenticationError):
+        sdk(proxy, secret).models.list()
+    assert main(["keys", "revoke", key_id, *where]) == 1
+    assert capfd.readouterr().err.strip() == f"toolgraph keys: no virtual key {key_id!r}"
