@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format bench bench-load llm test-e2e e2e mcp-servers chromium clean
+.PHONY: run test test-quick lint format bench bench-load llm test-e2e e2e mcp-servers chromium clean
 
 run: $(VENV)/.installed
 	$(BIN)/toolgraph prepare
@@ -23,6 +23,11 @@ test: $(VENV)/.installed-dev $(MCP_SERVERS) $(CHROMIUM)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# The inner loop: every test but those marked slow, browser, deploy or training
+# (pyproject.toml's markers, applied in tests/conftest.py). CI runs `make test`.
+test-quick: $(VENV)/.installed-dev $(MCP_SERVERS)
+	$(BIN)/pytest -m "not slow and not browser and not deploy and not training"
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

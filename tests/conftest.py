@@ -346,3 +346,37 @@ def postgres() -> Iterator[PostgresServer]:
         yield server
     finally:
         server.stop()
+
+
+#: The tiers (pyproject's markers): `make test` runs everything, `make test-quick` leaves
+#: out what is marked. A test is marked by where it is or by a fixture it takes.
+TIER_BY_PATH = {
+    "tests/deploy/": "deploy",  # helm, compose, hadolint, the Dockerfile
+    "tests/retriever/test_finetune.py": "training",
+    "tests/retriever/test_delta.py": "training",
+    "tests/retriever/test_adapter.py": "training",
+    "tests/eval/test_gate_heldout.py": "training",
+    "tests/proxy/test_cli_serve.py": "slow",  # `toolgraph serve` subprocesses
+    "tests/proxy/test_first_run.py": "slow",
+    "tests/eval/test_bench_load.py": "slow",  # three proxies under load
+    "tests/eval/test_bench_overhead.py": "slow",
+    "tests/mcp/test_published.py": "slow",  # npm's and PyPI's MCP servers
+    "tests/mcp/test_everything.py": "slow",
+    "tests/mcp/test_workers.py": "slow",
+    "tests/orchestrate/test_replicas.py": "slow",
+}
+TIER_BY_FIXTURE = {
+    "chromium": "browser",
+    "bolt_uri": "slow",  # ArcadeDB's JVM
+    "postgres": "slow",
+}
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.relative_to(_ROOT).as_posix()
+        tiers = {tier for prefix, tier in TIER_BY_PATH.items() if path.startswith(prefix)}
+        tiers |= {TIER_BY_FIXTURE[f] for f in item.fixturenames if f in TIER_BY_FIXTURE}
+        for tier in sorted(tiers):
+            item.add_marker(tier)
