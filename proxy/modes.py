@@ -13,7 +13,7 @@ into a :class:`ChatCall` and their answers back into its own shapes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,6 +21,13 @@ from proxy.context import RequestContext
 from proxy.errors import InvalidRequest
 from proxy.protocol.chat import ChatCompletionRequest, Mode
 from proxy.upstream import Reply
+
+#: What select mode does to a request before it goes upstream: its tools cut down
+#: (:meth:`proxy.select.service.SelectService.rewrite`), for chat and for Responses
+#: requests relayed as they are.
+Rewrite = Callable[
+    [ChatCompletionRequest, dict[str, Any], RequestContext], Awaitable[dict[str, Any]]
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from starlette.requests import HTTPConnection
 from graph_store.store import GraphStore, open_store
 from proxy import metrics
 from proxy.browser_guard import open_proxy_warning
-from proxy.chat.service import ChatService, Rewrite
+from proxy.chat.service import ChatService
 from proxy.config import Settings
 from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
@@ -45,7 +45,7 @@ from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
-from proxy.modes import ChatMode, Modes
+from proxy.modes import ChatMode, Modes, Rewrite
 from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
@@ -148,7 +148,9 @@ async def open_services(
         settings=settings,
         router=router,
         modes=modes,
-        responses=ResponsesService(modes, ResponseStore(redis, settings.responses), native),
+        responses=ResponsesService(
+            modes, ResponseStore(redis, settings.responses), native, select.rewrite
+        ),
         orchestrator=engine.orchestrator,
         relayed=relayed,
         models=ModelCatalog(router, relay, settings.upstream_model, created=int(time.time())),

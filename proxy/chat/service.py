@@ -7,19 +7,13 @@ neither package imports the other.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from proxy.context import RequestContext
-from proxy.modes import ChatCall, Events
-from proxy.protocol.chat import ChatCompletionRequest
+from proxy.modes import ChatCall, Events, Rewrite
 from proxy.upstream import ModelRouter, Reply, Target, Upstreams, relay_events, within
-
-#: What select mode does to a request before it goes upstream: its tools cut down.
-Rewrite = Callable[
-    [ChatCompletionRequest, dict[str, Any], RequestContext], Awaitable[dict[str, Any]]
-]
 
 
 class ChatService:

@@ -20,7 +20,7 @@ from typing import Any
 from proxy import json_codec, sse
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, UpstreamError
-from proxy.modes import Answer, ChatCall, Events, Modes
+from proxy.modes import Answer, ChatCall, Events, Modes, Rewrite
 from proxy.protocol.body import ON_LOOP_BYTES
 from proxy.protocol.chat import Mode, parse_request, read_chunk, read_completion
 from proxy.protocol.responses import (
@@ -36,7 +36,12 @@ from proxy.responses_api.native import NativeResponses
 from proxy.responses_api.owners import owned
 from proxy.responses_api.store import ResponseStore, Stored, not_found
 from proxy.responses_api.translation.events import EventTranslator
-from proxy.responses_api.translation.request import Messages, chat_body, conversation
+from proxy.responses_api.translation.request import (
+    Messages,
+    chat_body,
+    conversation,
+    relayed_turn,
+)
 from proxy.responses_api.translation.response import (
     assistant_message,
     search_items,
@@ -49,10 +54,17 @@ log = logging.getLogger(__name__)
 
 
 class ResponsesService:
-    def __init__(self, modes: Modes, store: ResponseStore, native: NativeResponses) -> None:
+    def __init__(
+        self,
+        modes: Modes,
+        store: ResponseStore,
+        native: NativeResponses,
+        select: Rewrite | None = None,
+    ) -> None:
         self._modes = modes
         self.store = store
         self.native = native
+        self._select = select  # select mode's rewrite, for requests relayed as they are
 
     async def create(
         self, body: Any, raw: bytes, context: RequestContext, scope: str, key: str | None
@@ -61,14 +73,42 @@ class ResponsesService:
         head = parse_head(body)
         mode = head.resolve_mode(self._modes.default)  # decided here, and only here
         context.mode = mode
-        if mode == "passthrough" and await self.native.speaks(head, context):
+        relays = mode == "passthrough" or (mode == "select" and self._select is not None)
+        if relays and await self.native.speaks(head, context):
             await self._check_previous(scope, body.get("previous_response_id"))
+            if mode == "select":
+                body, raw = await self._selected(body, raw, context)
             return await owned(await self.native.relay(head, body, raw, context), scope, self.store)
         if len(raw) <= ON_LOOP_BYTES:
             request = parse_responses_request(body)
         else:  # pydantic holds the GIL for a whole validation: off the loop
             request = await asyncio.to_thread(parse_responses_request, body)
         return await self.translate(request, mode, context, scope, key)
+
+    async def _selected(
+        self, body: dict[str, Any], raw: bytes, context: RequestContext
+    ) -> tuple[dict[str, Any], bytes]:
+        """``body`` for a Responses-speaking upstream with its function tools cut by
+        select mode to the ones this turn's messages need; the rest of it as it came
+        (tools and items toolgraph does not translate included). A turn whose input holds
+        no message (tool results only) keeps every tool: the conversation before it is
+        the upstream's."""
+        assert self._select is not None
+        turn = relayed_turn(body)
+        if turn is None:
+            return body, raw
+        if len(raw) <= ON_LOOP_BYTES:
+            request = parse_responses_request(turn)
+        else:
+            request = await asyncio.to_thread(parse_responses_request, turn)
+        chat = chat_body(request, conversation(request, []))
+        kept = await self._select(parse_request(chat), chat, context)
+        names = {tool["function"]["name"] for tool in kept.get("tools", ())}
+        cut = {key: value for key, value in body.items() if key != "toolgraph"}
+        cut["tools"] = [tool for tool in body["tools"] if _kept(tool, names)]
+        if not cut["tools"]:
+            cut = {k: v for k, v in cut.items() if k not in ("tools", "tool_choice")}
+        return cut, json_codec.dumps(cut)
 
     async def _check_previous(self, scope: str, response_id: object) -> None:
         """A relayed request continues only a response of its own tenant (the upstream
@@ -233,6 +273,13 @@ class _Turn:
         messages = [*self._messages, assistant_message(response)]
         stored = Stored(response.model_dump(mode="json"), messages, self._items)
         await self._store.save(self._scope, stored)
+
+
+def _kept(tool: Any, names: set[str]) -> bool:
+    """Whether a Responses tool goes upstream: a function select mode kept, or any other."""
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        return True
+    return tool.get("name") in names
 
 
 def _step(translator: EventTranslator, data: bytes) -> tuple[list[StreamEvent], bool]:

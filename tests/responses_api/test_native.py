@@ -12,6 +12,7 @@ import pytest
 from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import StartProxy
 from tests.responses_api.test_translate import WEATHER, sdk
+from tests.retriever.client_tools import client_tools
 
 HOSTED: Any = [{"type": "web_search"}]  # a tool translation refuses: proof of a relay
 
@@ -82,19 +83,30 @@ def test_translate_never_asks(start_proxy: StartProxy, upstream: FakeUpstream) -
     assert paths(upstream) == ["/v1/chat/completions"]
 
 
-def test_select_mode_translates_even_to_a_responses_upstream(
+def test_select_mode_relays_to_a_responses_upstream_with_the_tools_cut(
     start_proxy: StartProxy, upstream: FakeUpstream
 ) -> None:
     upstream.speaks_responses = True
-    tool: Any = {"type": "function", "name": "get_time", "parameters": {"type": "object"}}
+    tools: Any = [{"type": "function", **t["function"]} for t in client_tools()]
     # run alone, this request loads the embedding model: over 20 s at load 14
     client = sdk(start_proxy(upstream_responses="native"), timeout=180)
 
-    client.responses.create(
-        model="gpt-x", input="time?", tools=[tool], extra_body={"toolgraph": {"mode": "select"}}
+    response = client.responses.create(
+        model="gpt-x",
+        input="Will it snow in Oslo on Friday?",
+        tools=[*HOSTED, *tools],
+        extra_body={"toolgraph": {"mode": "select", "top_k": 4}},
     )
 
-    assert paths(upstream) == ["/v1/chat/completions"]
+    assert response.id.startswith("resp_fake")  # the upstream's own answer
+    assert paths(upstream) == ["/v1/responses"]
+    sent = upstream.requests[-1].body
+    assert "toolgraph" not in sent
+    assert sent["tools"][0] == HOSTED[0]  # not a function: not select mode's to cut
+    names = [tool["name"] for tool in sent["tools"][1:]]
+    assert 1 <= len(names) <= 4
+    assert "get_weather_forecast" in names
+    assert all(tool in tools for tool in sent["tools"][1:])  # as the client wrote them
 
 
 def test_function_calling_over_two_turns_with_previous_response_id_is_the_upstreams(

@@ -24,6 +24,30 @@ def conversation(request: ResponsesRequest, history: Messages) -> Messages:
     return [*history, *input_messages(request, _call_ids(history))]
 
 
+def relayed_turn(body: dict[str, Any]) -> dict[str, Any] | None:
+    """What select mode reads of a request relayed as it is: its model, instructions,
+    message items and function tools (the tool results that answer an upstream's own
+    calls, and whatever toolgraph does not translate, left out); None when it has no
+    message or no function tool to choose from."""
+    tools = [
+        t for t in body.get("tools") or () if isinstance(t, dict) and t.get("type") == "function"
+    ]
+    given = body.get("input")
+    if isinstance(given, list):
+        given = [
+            item
+            for item in given
+            if isinstance(item, dict) and item.get("type", "message") == "message"
+        ]
+    if not tools or not given:
+        return None
+    turn = {"model": body.get("model"), "input": given, "tools": tools}
+    for name in ("instructions", "toolgraph"):
+        if body.get(name) is not None:
+            turn[name] = body[name]
+    return turn
+
+
 def chat_body(request: ResponsesRequest, messages: Messages) -> dict[str, Any]:
     """The chat completion request for ``request``: its ``instructions``, then
     ``messages`` (its :func:`conversation`), its tools and options."""
