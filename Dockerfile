@@ -52,7 +52,10 @@ COPY proxy ./proxy
 COPY graph_store ./graph_store
 COPY retriever ./retriever
 COPY eval ./eval
-RUN pip install .
+# The GPU image adds the [gpu] extra (FlagEmbedding, for retriever.model_kind bge-m3);
+# the versions are pyproject.toml's pins, which hadolint cannot see.
+# hadolint ignore=DL3013
+RUN if [ "$VARIANT" = gpu ]; then pip install ".[gpu]"; else pip install .; fi
 # The embedding model's ONNX graphs, exported and quantized once here rather than by
 # every container's first start (docs/cli.md, toolgraph prepare).
 ENV TOOLGRAPH_RETRIEVER__ONNX_DIR=/opt/toolgraph/onnx

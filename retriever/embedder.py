@@ -278,7 +278,13 @@ class BGEM3Encoder:
     unless ``fp16`` says otherwise. The width is the model's (1024 for BGE-M3 itself)."""
 
     def __init__(self, path: Path, device: str, fp16: bool | None = None) -> None:
-        from FlagEmbedding import BGEM3FlagModel
+        try:
+            from FlagEmbedding import BGEM3FlagModel
+        except ImportError as exc:
+            raise ModelNotFound(
+                "retriever.model_kind bge-m3 needs FlagEmbedding, which the [gpu] extra "
+                "installs: pip install 'toolgraph[gpu]'"
+            ) from exc
 
         self.fp16 = device == "cuda" if fp16 is None else fp16
         self._model = BGEM3FlagModel(str(path), use_fp16=self.fp16, devices=device)

@@ -7,6 +7,7 @@ numbers, not the code that loads, batches and indexes them."""
 from __future__ import annotations
 
 import string
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaMo
 from retriever.catalog import build_index, catalog_documents, load_index, open_catalog
 from retriever.config import RetrieverConfig
 from retriever.embedder import BGEM3Encoder, load_encoder
+from retriever.errors import ModelNotFound
 from tests.retriever.catalog import catalog_tools
 
 WIDTH = 32
@@ -119,3 +121,11 @@ def test_the_catalog_index_is_built_and_searched_with_it(tiny_m3: Path, tmp_path
     # The document's own text finds it at the top, at a cosine of 1 (its stored vector).
     assert hits[0].name == document.name
     assert hits[0].score == pytest.approx(1.0, abs=1e-3)
+
+
+def test_without_the_gpu_extra_the_error_names_it(
+    tiny_m3: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "FlagEmbedding", None)  # as if not installed
+    with pytest.raises(ModelNotFound, match=r"pip install 'toolgraph\[gpu\]'"):
+        BGEM3Encoder(tiny_m3, "cpu")
