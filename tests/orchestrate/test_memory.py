@@ -77,14 +77,16 @@ def test_one_clients_words_never_reach_another_clients_prompts(
     brain.prompts.clear()
     brain.one_step("Evaluate 2*pi*50 for my account", "2*pi*50", "evaluate_expression", {})
     orchestrate(server, "sk-client-b-0123456789", "Compute 2*pi*50 for my account")
-    (prompt,) = pick_prompts(brain)
-    assert "A past success" not in prompt
-    assert "account with key" not in prompt
+    # the call finds no arguments, so the plan backtracks: every pick prompt is checked
+    prompts = pick_prompts(brain)
+    assert prompts
+    assert not any("A past success" in prompt for prompt in prompts)
+    assert not any("account with key" in prompt for prompt in prompts)
 
     brain.prompts.clear()  # the same client does see its own, masked
     orchestrate(server, "sk-client-a-0123456789", "Compute 2*pi*50 for my account")
-    (prompt,) = pick_prompts(brain)
-    assert 'A past success: "Evaluate 2*pi*50 for the account with key ***"' in prompt
+    first = pick_prompts(brain)[0]
+    assert 'A past success: "Evaluate 2*pi*50 for the account with key ***"' in first
 
 
 def break_plan_memory(app: FastAPI) -> None:
