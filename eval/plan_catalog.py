@@ -1,5 +1,5 @@
 """The catalog and candidate finder the planning evaluations plan over, built as the
-proxy's planner builds its own (proxy/orchestrate/catalog.py), so that ``toolgraph eval
+proxy's planner builds its own (proxy/catalog/), so that ``toolgraph eval
 plan`` (eval/plan_eval.py), the LLM run (eval/plan_llm.py) and the edge-trust fit
 (eval/plan_trust.py) score what the proxy does."""
 
@@ -49,7 +49,7 @@ def plan_finder(
     mode: GraphMode,
     keep: float,
 ) -> CandidateFinder:
-    """The candidate finder as the proxy's planner builds it (proxy/orchestrate/catalog.py):
+    """The candidate finder as the proxy's planner builds it (proxy/catalog/):
     with ``retriever.clauses`` every search also reads a text's clauses, embedded through
     the same in-process memory; every policy, the retrieval baseline too, searches so."""
     from proxy.plan.candidates import CandidateFinder

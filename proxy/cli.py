@@ -17,7 +17,7 @@ from graph_store.cli import StoreCommandSettings
 from graph_store.cli import add_commands as add_graph_commands
 from graph_store.cli import run_command as run_graph_command
 from graph_store.errors import GraphStoreError
-from proxy.catalog_command import served_catalog
+from proxy.catalog.command import served_catalog
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.errors import StoreUnavailable
 from proxy.logs import configure_logging, supervisor_log_config

@@ -32,6 +32,7 @@ from starlette.requests import HTTPConnection
 from graph_store.store import GraphStore, open_store
 from proxy import metrics
 from proxy.browser_guard import open_proxy_warning
+from proxy.catalog.service import CatalogService
 from proxy.chat.service import ChatService
 from proxy.config import Settings
 from proxy.errors import StoreUnavailable
@@ -46,7 +47,6 @@ from proxy.mcp_server.endpoint import McpEndpoint
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
 from proxy.modes import ChatMode, Modes, Rewrite
-from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator

@@ -152,6 +152,11 @@ class QdrantCatalog:
         never releases a local folder's lock for the next client of this process."""
         self._client.close()
 
+    async def probe(self) -> None:
+        """Count the collection on the client's own thread: raises when it no longer
+        works (readiness)."""
+        await self._client.run(lambda c: probe(c, self.collection))
+
     def ensure(self) -> None:
         local = self._client.is_local
         self._client.call(

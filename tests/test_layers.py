@@ -5,8 +5,8 @@ Inside ``proxy/`` the layers are, bottom to top (docs/architecture.md draws them
     core    config/, errors, context, metrics, kv, sse, llm, modes (the interface every mode
             implements), protocol/ (the wire), upstream/ (the upstream client)
     engine  plan/, execute/, tools/ (packs/, sandbox/), mcp/   (what a request is turned into)
-    modes   chat/ (passthrough), select/, orchestrate/, registry/, relayed/, responses_api/
-                                                        (one service per mode or API)
+    modes   chat/ (passthrough), select/, orchestrate/, catalog/, registry/, relayed/,
+            responses_api/                  (one service per mode or API, and the catalog)
     web     routers, middleware, auth, app, services, cli, http_responses, console/,
             mcp_server/                                 (HTTP and process edges)
 
@@ -58,6 +58,7 @@ _PLACES = {
     "proxy.chat": "modes",
     "proxy.select": "modes",
     "proxy.orchestrate": "modes",
+    "proxy.catalog": "modes",
     "proxy.registry": "modes",
     "proxy.relayed": "modes",
     "proxy.responses_api": "modes",
@@ -68,7 +69,7 @@ _PLACES = {
     "proxy.services": "web",
     "proxy.readiness": "web",
     "proxy.cli": "web",
-    "proxy.catalog_command": "web",
+    "proxy.catalog.command": "web",
     "proxy.tools_command": "web",
     "proxy.__main__": "web",
     "proxy.middleware": "web",

@@ -16,8 +16,9 @@ from pydantic import JsonValue
 
 from graph_store.models import ALL_KINDS, Direction, Tool
 from graph_store.store import GraphStore, graph_stats
+from proxy.catalog.loaded import Catalog
+from proxy.catalog.service import CatalogService
 from proxy.errors import NotFound
-from proxy.orchestrate.catalog import Catalog, CatalogService
 from retriever.index import Hit
 
 Method = Literal["hybrid", "bm25", "dense"]

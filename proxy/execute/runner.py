@@ -84,9 +84,15 @@ class InFlight:
 
 
 class CatalogRunner:
+    """``tools``: the tools the plan may call, read already (a dict, not a catalog that
+    reads a record from its store when asked): :meth:`tool` and :meth:`host` run on
+    the event loop, so :meth:`ToolExecutor.execute
+    <proxy.execute.service.ToolExecutor.execute>` reads the plan's tools in a worker
+    thread first (:func:`~proxy.execute.service.plan_tools`)."""
+
     def __init__(
         self,
-        tools: Mapping[str, Tool],
+        tools: dict[str, Tool],
         invoker: ToolInvoker,
         *,
         writer: ArgumentWriter | None = None,

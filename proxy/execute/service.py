@@ -108,7 +108,7 @@ class ToolExecutor:
 
     def runner(
         self,
-        tools: Mapping[str, Tool],
+        tools: dict[str, Tool],
         model: ChatModel | None,
         reuse: Mapping[str, JsonValue] | None = None,
         background: Mapping[str, str] | None = None,
@@ -150,10 +150,12 @@ class ToolExecutor:
         ``destructive``: whether tools marked destructive may run (orchestrate mode: only
         under an ``Idempotency-Key``, see :func:`~proxy.execute.runner.is_destructive`).
         """
-        if not isinstance(tools, dict):  # a catalog reads a tool from its store when asked
-            tools = await asyncio.to_thread(plan_tools, tools, plan)
+        # A catalog reads a tool from its store when first asked: not on the event loop.
+        read = (
+            tools if isinstance(tools, dict) else await asyncio.to_thread(plan_tools, tools, plan)
+        )
         runner = self.runner(
-            tools, model, reuse, background, variables=variables, destructive=destructive
+            read, model, reuse, background, variables=variables, destructive=destructive
         )
         run = await self.scheduler.execute(plan, runner, observer, client=client)
         compressed = {

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pydantic import JsonValue
 
 from graph_store.models import Tool
+from proxy.catalog.service import CatalogService
 from proxy.errors import InvalidRequest, NotFound, ToolTimeout
 from proxy.execute.invocation import tool_host
 from proxy.execute.service import ToolExecutor
-from proxy.orchestrate.catalog import CatalogService
 from proxy.plan.model import Candidate
 from proxy.tenancy.keys import ToolScope, scoped
 

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from pydantic import JsonValue
 
 from proxy import metrics
+from proxy.catalog.loaded import Catalog
+from proxy.catalog.service import CatalogService
 from proxy.errors import InternalError, ToolgraphError
 from proxy.execute.plan import ToolPlan
 from proxy.execute.progress import reported_to
@@ -36,7 +38,6 @@ from proxy.execute.scheduler import Outcome as CallOutcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
 from proxy.llm import MeteredModel, UpstreamModel
 from proxy.orchestrate.answer import answer_body, answer_messages, restated
-from proxy.orchestrate.catalog import Catalog, CatalogService
 from proxy.orchestrate.conversation import EarlierCall, succeeded_calls
 from proxy.orchestrate.joiner import Joiner, WholeAnswer
 from proxy.orchestrate.records import TurnRecords

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from proxy.catalog.service import CatalogService
 from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError
 from proxy.execute.service import ToolExecutor
 from proxy.modes import Answer, ChatCall, Events
 from proxy.orchestrate.answer import completion, with_usage
-from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.ending import TurnEnd, claim_key
 from proxy.orchestrate.idempotency import Claim, Stored
 from proxy.orchestrate.joiner import WholeAnswer

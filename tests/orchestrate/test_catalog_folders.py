@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from qdrant_client import QdrantClient
 
+from proxy.catalog.service import CatalogService
 from proxy.config import load_settings
-from proxy.orchestrate.catalog import CatalogService
 from proxy.select.service import SelectService
 from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.adapter import AdaptedEncoder

@@ -8,8 +8,9 @@ import asyncio
 from pathlib import Path
 
 from graph_store.store import open_store
+from proxy.catalog.loaded import Catalog, StoredTools
+from proxy.catalog.service import CatalogService
 from proxy.config import Settings, load_settings
-from proxy.orchestrate.catalog import Catalog, CatalogService, StoredTools
 from proxy.select.service import SelectService
 from proxy.tools.packs.math.catalog import builtin_tools
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from proxy.catalog.service import CatalogService
 from proxy.config import Settings, load_settings
 from proxy.context import RequestContext
 from proxy.errors import Conflict
 from proxy.execute.service import ToolExecutor
 from proxy.kv import Bound, MemoryKeyValue
 from proxy.modes import ChatCall
-from proxy.orchestrate.catalog import CatalogService
 from proxy.orchestrate.idempotency import Claim
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from graph_store.store import GraphStore, open_store
+from proxy.catalog.packs import seed_packs
 from proxy.config import Settings
 from proxy.execute.egress import EgressPolicy
 from proxy.mcp.catalog import is_mcp_tool
 from proxy.mcp.registered import configured_servers
 from proxy.mcp.sources import McpSources
-from proxy.orchestrate.catalog import seed_packs
 
 
 def served_catalog(settings: Settings, err: TextIO) -> frozenset[str]:
