@@ -131,12 +131,14 @@ def _prefix_share(previous: bytes, current: bytes) -> float:
 async def run_arm(arm: str, talks: list[Conversation], encoding: Any) -> ArmResult:
     from proxy.config import load_settings
     from proxy.context import RequestContext
+    from proxy.encoder.service import EncoderService
     from proxy.protocol.chat import parse_request
     from proxy.select.service import SelectService
 
     settings = load_settings()
     config = settings.retriever.model_copy(update={"select_keep_loaded": arm == "keep"})
-    select = SelectService(config)
+    encoders = EncoderService(config)
+    select = SelectService(config, encoders)
     result = ArmResult()
     try:
         for n, talk in enumerate(talks):
@@ -163,7 +165,7 @@ async def run_arm(arm: str, talks: list[Conversation], encoding: Any) -> ArmResu
             result.recall.append(recall)
             print(f"  {arm}: conversation {n + 1}/{len(talks)} ({talk.domain})", file=sys.stderr)
     finally:
-        select.close()
+        encoders.close()
     return result
 
 

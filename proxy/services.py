@@ -35,6 +35,7 @@ from proxy.browser_guard import open_proxy_warning
 from proxy.catalog.service import CatalogService
 from proxy.chat.service import ChatService
 from proxy.config import Settings
+from proxy.encoder.service import EncoderService
 from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.service import ToolExecutor
@@ -103,20 +104,22 @@ async def open_services(
     settings: Settings, stack: AsyncExitStack, embeddings: LRUCache | None = None
 ) -> AppServices:
     """Every service of the app, each closed by ``stack``; ``embeddings``: an
-    in-process embedding cache to share (else select mode makes its own).
+    in-process embedding cache to share (else the encoder service makes its own).
 
-    In steps, each opening what the next ones need: the shared stores and select mode,
-    the upstreams, the engine (tool sources, executor, catalog, orchestrate mode), the
-    registries, then what serves requests. ``stack`` closes them in reverse."""
+    In steps, each opening what the next ones need: the shared stores, the embedding
+    model (the encoder service) and select mode, the upstreams, the engine (tool
+    sources, executor, catalog, orchestrate mode), the registries, then what serves
+    requests. ``stack`` closes them in reverse."""
     stack.callback(metrics.forget_process, os.getpid())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     router = ModelRouter(settings)
     if router.has_litellm_routes():
         load_litellm()  # seconds of import, paid before the first request rather than in it
     redis = _redis(settings, stack)
-    select = await _select(settings, stack, redis, embeddings)
+    encoders = await _encoders(settings, stack, redis, embeddings)
+    select = SelectService(settings.retriever, encoders, redis)
     session, relay, upstreams = _upstreams(settings, stack)
-    engine = await _engine(settings, stack, redis, select, router, upstreams)
+    engine = await _engine(settings, stack, redis, encoders, router, upstreams)
     notices = CatalogNotices(redis, engine.catalog.changed)
     await stack.enter_async_context(_listening(notices))
     registry, mcp_registry = await _registries(settings, stack, redis, engine, notices)
@@ -174,14 +177,15 @@ def _redis(settings: Settings, stack: AsyncExitStack) -> Redis | None:
     return redis
 
 
-async def _select(
+async def _encoders(
     settings: Settings, stack: AsyncExitStack, redis: Redis | None, embeddings: LRUCache | None
-) -> SelectService:
-    select = SelectService(settings.retriever, redis, embeddings)
-    stack.callback(select.close)
+) -> EncoderService:
+    """The embedding model select mode and the catalog share."""
+    encoders = EncoderService(settings.retriever, redis, embeddings)
+    stack.callback(encoders.close)
     if settings.retriever.preload:
-        await select.start()  # else on the first select request: passthrough never loads it
-    return select
+        await encoders.start()  # else on first use: passthrough never loads it
+    return encoders
 
 
 def _upstreams(
@@ -211,7 +215,7 @@ async def _engine(
     settings: Settings,
     stack: AsyncExitStack,
     redis: Redis | None,
-    select: SelectService,
+    encoders: EncoderService,
     router: ModelRouter,
     upstreams: Upstreams,
 ) -> _Engine:
@@ -228,7 +232,7 @@ async def _engine(
         graphs=settings.packs.knowledge_graph,
     )
     stack.push_async_callback(executor.aclose)
-    catalog = CatalogService(settings, select, store, mcp.available if mcp else None)
+    catalog = CatalogService(settings, encoders, store, mcp.available if mcp else None)
     stack.push_async_callback(catalog.aclose)
     orchestrator = Orchestrator(
         settings, catalog, executor, router, upstreams, Stores.open(redis, settings.orchestrate)

@@ -69,7 +69,7 @@ class ServerThread:
     """A real uvicorn server for an app, on a free port, in a thread of its own.
 
     The app's services are opened in the server's own loop, before it serves, with
-    ``embeddings`` (a cache the caller shares between servers) as select mode's."""
+    ``embeddings`` (a cache the caller shares between servers) as the encoder service's."""
 
     def __init__(self, settings: Settings, embeddings: LRUCache | None = None) -> None:
         self.settings = _loaded_on_demand(settings)

@@ -4,9 +4,10 @@ Inside ``proxy/`` the layers are, bottom to top (docs/architecture.md draws them
 
     core    config/, errors, context, metrics, kv, sse, llm, modes (the interface every mode
             implements), protocol/ (the wire), upstream/ (the upstream client)
-    engine  plan/, execute/, tools/ (packs/, sandbox/), mcp/   (what a request is turned into)
-    modes   chat/ (passthrough), select/, orchestrate/, catalog/, registry/, relayed/,
-            responses_api/                  (one service per mode or API, and the catalog)
+    engine  encoder/, catalog/, plan/, execute/, tools/ (packs/, sandbox/), mcp/
+                                                        (what a request is turned into)
+    modes   chat/ (passthrough), select/, orchestrate/, registry/, relayed/, responses_api/
+                                                        (one service per mode or API)
     web     routers, middleware, auth, app, services, cli, http_responses, console/,
             mcp_server/                                 (HTTP and process edges)
 
@@ -55,10 +56,11 @@ _PLACES = {
     "proxy.tools.packs": "engine",
     "proxy.tools.sandbox": "engine",
     "proxy.mcp": "engine",
+    "proxy.encoder": "engine",
+    "proxy.catalog": "engine",
     "proxy.chat": "modes",
     "proxy.select": "modes",
     "proxy.orchestrate": "modes",
-    "proxy.catalog": "modes",
     "proxy.registry": "modes",
     "proxy.relayed": "modes",
     "proxy.responses_api": "modes",
@@ -258,6 +260,9 @@ def test_the_checker_sees_an_upward_import_and_a_circle() -> None:
     assert layer_of("proxy.relayed.service") == "modes"
     assert layer_of("proxy.responses_api.translation.events") == "modes"
     assert layer_of("proxy.http_responses") == "web"
+    assert layer_of("proxy.encoder.service") == "engine"
+    assert layer_of("proxy.catalog.loader") == "engine"
+    assert layer_of("proxy.catalog.command") == "web"
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
     graph = import_graph()

@@ -3,11 +3,11 @@
 The catalog is loaded in a worker thread (:mod:`proxy.catalog.loader`): in the
 background from start-up with ``orchestrate.preload`` (the default; a request that
 comes first waits for that load, and readiness says ``loading`` meanwhile), else by
-the first orchestrate request. The embedding model comes from select mode's service
-(one copy in memory). A restart is first served from the index snapshot
-(:mod:`proxy.catalog.snapshot`) while the full load runs in the background; readiness
-says ``loading`` until one of the two is served, and ``/readyz`` shows the sync's
-state beside it (:attr:`CatalogService.sync`).
+the first orchestrate request. The embedding model comes from the app's encoder
+service (:mod:`proxy.encoder.service`: one copy, shared with select mode). A restart
+is first served from the index snapshot (:mod:`proxy.catalog.snapshot`) while the full
+load runs in the background; readiness says ``loading`` until one of the two is
+served, and ``/readyz`` shows the sync's state beside it (:attr:`CatalogService.sync`).
 
 The catalog is loaded again when the store's tools changed: at once after a write
 through this process's registry (:meth:`CatalogService.changed`) or a notice from
@@ -38,8 +38,8 @@ from graph_store.store import GraphStore
 from proxy.catalog.loaded import Catalog, LoadedCatalog
 from proxy.catalog.loader import CatalogLoader, VectorStore
 from proxy.config import Settings
+from proxy.encoder.service import EncoderService
 from proxy.errors import ToolgraphError
-from proxy.select.service import SelectService
 
 if TYPE_CHECKING:
     from retriever.embedder import Encoder
@@ -63,12 +63,12 @@ class CatalogService:
     def __init__(
         self,
         settings: Settings,
-        select: SelectService,
+        encoders: EncoderService,
         store: GraphStore | None = None,
         available: Callable[[Tool], bool] | None = None,
     ) -> None:
         self._settings = settings
-        self._select = select
+        self._encoders = encoders
         self._loader = CatalogLoader(settings, available)
         self.store = store
         self._vectors: VectorStore | None = None  # opened by the first full load
@@ -167,7 +167,7 @@ class CatalogService:
 
     async def _serve_snapshot(self, started: float) -> None:
         """Serve the tools the index snapshot holds unchanged, when there is one."""
-        encoder = await self._select.encoder()
+        encoder = await self._encoders.encoder()
         async with self._lock:
             if self._loaded is not None:  # a request's full load came first
                 return
@@ -187,7 +187,7 @@ class CatalogService:
 
     async def _sync(self) -> LoadedCatalog:
         """The full load, whether or not a catalog is served already."""
-        encoder = await self._select.encoder()
+        encoder = await self._encoders.encoder()
         async with self._lock:
             self._stale = False
             return await self._reload(encoder)
@@ -195,7 +195,7 @@ class CatalogService:
     async def _refresh(self) -> LoadedCatalog:
         """The catalog once no load is needed: loaded now unless a load that ran while
         this one waited for the lock left it fresh."""
-        encoder = await self._select.encoder()
+        encoder = await self._encoders.encoder()
         async with self._lock:
             loaded = self._loaded
             if loaded is None or self._stale:

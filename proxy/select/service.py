@@ -1,11 +1,10 @@
 """Select mode, without HTTP: rewrite a request's ``tools`` to the few it needs.
 
-The model loads in a worker thread: with the catalog, in the background from
-start-up (``orchestrate.preload``, the default), else on the first select request or
-at start-up with ``retriever.preload``; with neither, passthrough never imports torch.
-The retriever's errors are translated here, where they enter the proxy. With
-``toolgraph.gate`` the learned no-tool gate goes first: when no tool of the request
-serves it, the request goes upstream with no tools at all.
+The embedding model, its batcher and caches are the app's encoder service's
+(:mod:`proxy.encoder.service`), shared with the catalog; select mode asks for it on
+its first request. The retriever's errors are translated here, where they enter the
+proxy. With ``toolgraph.gate`` the learned no-tool gate goes first: when no tool of
+the request serves it, the request goes upstream with no tools at all.
 
 Tools the client marks ``defer_loading`` are the ones to choose from, the others always
 go (:mod:`proxy.select.deferred`); within a conversation the chosen ones stay loaded, in
@@ -23,7 +22,8 @@ from redis.asyncio import Redis
 
 from proxy import metrics
 from proxy.context import RequestContext, ToolSearch
-from proxy.errors import InvalidRequest, StoreUnavailable, ToolgraphError
+from proxy.encoder.service import EncoderService, RetrieverUnavailable
+from proxy.errors import InvalidRequest, StoreUnavailable
 from proxy.kv import open_key_value
 from proxy.protocol.chat import ChatCompletionRequest, ToolgraphOptions
 from proxy.select.deferred import function_name, is_deferred, names_one_of, split_deferred
@@ -41,8 +41,6 @@ from retriever.errors import InvalidTools, ModelNotFound
 
 if TYPE_CHECKING:
     from retriever.batching import BatchingEmbedder
-    from retriever.cache import LRUCache
-    from retriever.embedder import Encoder
     from retriever.gate.model import Gate
     from retriever.select import Selection
 
@@ -52,50 +50,18 @@ _TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
 log = logging.getLogger(__name__)
 
 
-class RetrieverUnavailable(ToolgraphError):
-    status = 503
-    type = "server_error"
-    code = "retriever_unavailable"
-
-
 class SelectService:
-    """``embeddings``: the in-process vector cache, when the caller shares one between
-    apps of a process (the tests do, so that a tool list is embedded once per run);
-    else each app makes its own."""
+    """``encoders``: the app's embedding model (closed by its owner); ``redis``: where
+    each conversation's loaded tools are kept, when configured."""
 
     def __init__(
-        self,
-        config: RetrieverConfig,
-        redis: Redis | None = None,
-        embeddings: LRUCache | None = None,
+        self, config: RetrieverConfig, encoders: EncoderService, redis: Redis | None = None
     ) -> None:
         self._config = config
-        self._redis = redis
-        self._embeddings = embeddings
-        self._selector: Any = None  # retriever.select.ToolSelector, imported on first use
-        self._embedder: Any = None
+        self._encoders = encoders
         self._gate: tuple[Gate, BatchingEmbedder] | None = None  # loaded on first use
         self._lock = asyncio.Lock()
         self._loaded = LoadedTools(open_key_value(redis, BOUND), config.select_loaded_ttl_s)
-
-    async def start(self) -> None:
-        """Load the model now (a :class:`ModelNotFound` here stops start-up)."""
-        async with self._lock:
-            if self._selector is None:
-                self._selector, self._embedder = await asyncio.to_thread(self._load)
-
-    async def encoder(self) -> Encoder:
-        """The loaded embedding model, shared with orchestrate mode's catalog."""
-        try:
-            await self.start()
-        except ModelNotFound as exc:
-            raise RetrieverUnavailable(f"the embedding model is unavailable: {exc}") from None
-        encoder: Encoder = self._embedder.encoder
-        return encoder
-
-    def close(self) -> None:
-        if self._embedder is not None:
-            self._embedder.close()
 
     async def rewrite(
         self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
@@ -109,10 +75,7 @@ class SelectService:
                 code="missing_tools",
             )
         options = request.toolgraph or ToolgraphOptions()  # select is the configured default
-        try:
-            await self.start()
-        except ModelNotFound as exc:
-            raise RetrieverUnavailable(f"select mode is unavailable: {exc}") from None
+        embedder = await self._encoders.embedder("select mode")
         fixed, candidates = split_deferred(tools)
         tool_choice = body.get("tool_choice")
         gated = options.gate and not _forces_tool(tool_choice)
@@ -129,7 +92,9 @@ class SelectService:
         threshold = (
             self._config.select_threshold if options.threshold is None else options.threshold
         )
-        selection = await self._select(candidates, body["messages"], top_k, threshold, tool_choice)
+        selection = await self._select(
+            embedder, candidates, body["messages"], top_k, threshold, tool_choice
+        )
         chosen = selection.tools
         if previous is not None:
             chosen = await self._keep_loaded(key, previous, candidates, selection)
@@ -141,23 +106,23 @@ class SelectService:
 
     async def _select(
         self,
+        embedder: BatchingEmbedder,
         candidates: list[Any],
         messages: list[Any],
         top_k: int,
         threshold: float,
         tool_choice: Any,
     ) -> Selection:
-        from retriever.select import SelectOptions
+        from retriever.select import SelectOptions, ToolSelector
 
         options = SelectOptions(top_k, threshold, self._config.select_min_tools)
-        hits, misses = self._embedder.stats.cache_hits, self._embedder.stats.cache_misses
+        stats = embedder.stats
+        hits, misses = stats.cache_hits, stats.cache_misses
         try:
-            selection: Selection = await self._selector.select(
-                candidates, messages, options, tool_choice
-            )
+            selector = ToolSelector(embedder, self._config)
+            selection = await selector.select(candidates, messages, options, tool_choice)
         except InvalidTools as exc:
             raise InvalidRequest(str(exc), param=exc.param, code="invalid_tools") from None
-        stats = self._embedder.stats
         metrics.CACHE_LOOKUPS.labels("embedding", "hit").inc(stats.cache_hits - hits)
         metrics.CACHE_LOOKUPS.labels("embedding", "miss").inc(stats.cache_misses - misses)
         metrics.TOOLS_SELECTED.labels("select", "offered").inc(selection.offered)
@@ -232,43 +197,12 @@ class SelectService:
             return self._gate
 
     def _load_gate(self) -> tuple[Gate, BatchingEmbedder]:
-        from retriever.batching import BatchingEmbedder
         from retriever.embedder import load_encoder
         from retriever.gate.model import load_gate
 
         gate = load_gate(at="opt_in")
         encoder = load_encoder(gate.encoder_config(self._config))
-        if encoder is self._embedder.encoder:  # the same encoder serves both
-            embedder: BatchingEmbedder = self._embedder
-            return gate, embedder
-        config = self._config
-        return gate, BatchingEmbedder(encoder, self._lru(), window_ms=config.batch_window_ms)
-
-    def _lru(self) -> LRUCache:
-        from retriever.cache import LRUCache
-
-        if self._embeddings is not None:  # not `or`: an empty cache is falsy
-            return self._embeddings
-        return LRUCache(self._config.cache_size)
-
-    def _load(self) -> tuple[Any, Any]:
-        from retriever.batching import BatchingEmbedder
-        from retriever.cache import EmbeddingCache, LayeredCache, RedisCache
-        from retriever.embedder import load_encoder
-        from retriever.select import ToolSelector
-
-        encoder = load_encoder(self._config)
-        lru = self._lru()
-        cache: EmbeddingCache = lru
-        if self._redis is not None:
-            cache = LayeredCache(lru, RedisCache(self._redis, self._config.cache_ttl_s))
-        embedder = BatchingEmbedder(
-            encoder,
-            cache,
-            window_ms=self._config.batch_window_ms,
-            max_batch=self._config.max_batch,
-        )
-        return ToolSelector(embedder, self._config), embedder
+        return gate, self._encoders.batching(encoder)  # the model's own when it is the same
 
 
 def _forces_tool(tool_choice: object) -> bool:

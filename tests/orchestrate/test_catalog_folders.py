@@ -10,7 +10,7 @@ from qdrant_client import QdrantClient
 
 from proxy.catalog.service import CatalogService
 from proxy.config import load_settings
-from proxy.select.service import SelectService
+from proxy.encoder.service import EncoderService
 from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.adapter import AdaptedEncoder
 from retriever.bulk import DiskCache, embed_documents, text_key
@@ -22,8 +22,8 @@ async def test_a_second_worker_fills_its_own_folder_from_the_embeddings_cache(
     tmp_path: Path,
 ) -> None:
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
-    select = SelectService(settings.retriever)
-    encoder = await select.encoder()
+    encoders = EncoderService(settings.retriever)
+    encoder = await encoders.encoder()
     first = claim_local_folder(tmp_path)  # another worker holds `qdrant`
     base = encoder.base if isinstance(encoder, AdaptedEncoder) else encoder  # what is cached
     marker = np.zeros(base.dim, dtype=np.float32)
@@ -36,11 +36,11 @@ async def test_a_second_worker_fills_its_own_folder_from_the_embeddings_cache(
     cache.save()
     expected = embed_documents(encoder, texts, cache_dir=cache_dir, progress=False)[0]
 
-    catalog = CatalogService(settings, select)
+    catalog = CatalogService(settings, encoders)
     await catalog.get()
     catalog.close()
     first.release()
-    select.close()
+    encoders.close()
 
     client = QdrantClient(path=str(tmp_path / "qdrant-1"))
     name = collection_name(settings.retriever.catalog, encoder.name)
@@ -56,14 +56,14 @@ async def test_a_restart_on_the_same_folder_embeds_nothing(tmp_path: Path) -> No
     second start of a process on a data folder runs no forward pass for the catalog."""
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0}, orchestrate={"gate": True})
     for start in ("first", "restart"):
-        select = SelectService(settings.retriever)
-        encoder = await select.encoder()  # the gate's encoder is its base: one counter
+        encoders = EncoderService(settings.retriever)
+        encoder = await encoders.encoder()  # the gate's encoder is its base: one counter
         before = encoder.counts.texts
-        catalog = CatalogService(settings, select)
+        catalog = CatalogService(settings, encoders)
         loaded = await catalog.get()
         embedded = encoder.counts.texts - before
         catalog.close()
-        select.close()
+        encoders.close()
         assert loaded.gate is not None
         if start == "first":
             assert embedded >= 2 * len(builtin_tools())  # the index's and the gate's

@@ -11,7 +11,7 @@ from graph_store.store import open_store
 from proxy.catalog.loaded import Catalog, StoredTools
 from proxy.catalog.service import CatalogService
 from proxy.config import Settings, load_settings
-from proxy.select.service import SelectService
+from proxy.encoder.service import EncoderService
 from proxy.tools.packs.math.catalog import builtin_tools
 
 #: Generous: a loaded machine (no timing is asserted, only the order of events).
@@ -20,8 +20,8 @@ WAIT = 300
 
 async def test_a_restart_serves_the_snapshot_first_and_the_sync_after(tmp_path: Path) -> None:
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
-    select = SelectService(settings.retriever)
-    first = CatalogService(settings, select)
+    encoders = EncoderService(settings.retriever)
+    first = CatalogService(settings, encoders)
     await first.get()  # a full load: it leaves the snapshot
     first.close()
     added = builtin_tools()[0].model_copy(
@@ -31,7 +31,7 @@ async def test_a_restart_serves_the_snapshot_first_and_the_sync_after(tmp_path: 
     store.upsert_tools([added])  # written while the process was down: not in the snapshot
     store.close()
 
-    restart = CatalogService(settings, select)
+    restart = CatalogService(settings, encoders)
     restart.preload()
     try:
         assert restart.loading
@@ -53,15 +53,15 @@ async def test_a_restart_serves_the_snapshot_first_and_the_sync_after(tmp_path: 
     finally:
         await restart.settle()
         restart.close()
-        select.close()
+        encoders.close()
 
 
 async def test_a_first_start_without_a_snapshot_is_loading_until_the_full_load(
     tmp_path: Path,
 ) -> None:
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
-    select = SelectService(settings.retriever)
-    catalog = CatalogService(settings, select)
+    encoders = EncoderService(settings.retriever)
+    catalog = CatalogService(settings, encoders)
     catalog.preload()
     try:
         await asyncio.wait_for(catalog.served.wait(), WAIT)
@@ -71,17 +71,17 @@ async def test_a_first_start_without_a_snapshot_is_loading_until_the_full_load(
     finally:
         await catalog.settle()
         catalog.close()
-        select.close()
+        encoders.close()
 
 
 async def test_a_sync_that_changed_nothing_keeps_the_served_index(tmp_path: Path) -> None:
     """No vectors read back out of Qdrant, no BM25 or int8 copy built twice."""
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
-    select = SelectService(settings.retriever)
-    first = CatalogService(settings, select)
+    encoders = EncoderService(settings.retriever)
+    first = CatalogService(settings, encoders)
     await first.get()
     first.close()
-    restart = CatalogService(settings, select)
+    restart = CatalogService(settings, encoders)
     restart.preload()
     try:
         await asyncio.wait_for(restart.served.wait(), WAIT)
@@ -94,12 +94,12 @@ async def test_a_sync_that_changed_nothing_keeps_the_served_index(tmp_path: Path
     finally:
         await restart.settle()
         restart.close()
-        select.close()
+        encoders.close()
 
 
-async def _restart(settings: Settings, select: SelectService) -> Catalog:
+async def _restart(settings: Settings, encoders: EncoderService) -> Catalog:
     """The catalog a restart serves first, once its background sync has ended too."""
-    restart = CatalogService(settings, select)
+    restart = CatalogService(settings, encoders)
     restart.preload()
     try:
         await asyncio.wait_for(restart.served.wait(), WAIT)
@@ -119,15 +119,15 @@ async def test_a_restart_on_an_unwritten_store_reads_no_tool_before_serving(
     the next restart down the tool-by-tool path, and its sync writes a snapshot that
     the restart after it serves whole again."""
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0}, orchestrate={"gate": True})
-    select = SelectService(settings.retriever)
+    encoders = EncoderService(settings.retriever)
     try:
-        first = CatalogService(settings, select)
+        first = CatalogService(settings, encoders)
         loaded = await first.get()
         first.close()
 
-        encoder = await select.encoder()  # the gate's encoder is its base: one counter
+        encoder = await encoders.encoder()  # the gate's encoder is its base: one counter
         before = encoder.counts.texts
-        served = await _restart(settings, select)
+        served = await _restart(settings, encoders)
         assert encoder.counts.texts == before  # the gate's vectors came with the snapshot
         assert isinstance(served.tools, StoredTools)
         assert set(served.tools) == set(loaded.tools)
@@ -151,12 +151,12 @@ async def test_a_restart_on_an_unwritten_store_reads_no_tool_before_serving(
         store = open_store(tmp_path, None)
         store.upsert_tools([added])
         store.close()
-        after_write = await _restart(settings, select)
+        after_write = await _restart(settings, encoders)
         assert not isinstance(after_write.tools, StoredTools)
         assert "added_tool" not in after_write.tools
 
-        again = await _restart(settings, select)
+        again = await _restart(settings, encoders)
         assert isinstance(again.tools, StoredTools)
         assert "added_tool" in again.tools
     finally:
-        select.close()
+        encoders.close()

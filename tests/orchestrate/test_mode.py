@@ -12,6 +12,7 @@ import pytest
 from proxy.catalog.service import CatalogService
 from proxy.config import Settings, load_settings
 from proxy.context import RequestContext
+from proxy.encoder.service import EncoderService
 from proxy.errors import Conflict
 from proxy.execute.service import ToolExecutor
 from proxy.kv import Bound, MemoryKeyValue
@@ -20,7 +21,6 @@ from proxy.orchestrate.idempotency import Claim
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
 from proxy.protocol.chat import parse_request
-from proxy.select.service import SelectService
 from proxy.upstream import ModelRouter, Upstreams
 from proxy.upstream.relay import RelayUpstream, make_session
 from proxy.upstream.translated import LiteLLMUpstream
@@ -55,8 +55,8 @@ def keys() -> ReplyLost:
 
 @pytest.fixture
 async def orchestrator(settings: Settings, keys: ReplyLost) -> AsyncIterator[Orchestrator]:
-    select = SelectService(settings.retriever)  # loads nothing until asked
-    catalog = CatalogService(settings, select)
+    encoders = EncoderService(settings.retriever)  # loads nothing until asked
+    catalog = CatalogService(settings, encoders)
     executor = ToolExecutor(settings.executor)
     relay = RelayUpstream(make_session(settings.timeouts))
     upstreams = Upstreams(relay, LiteLLMUpstream(settings.timeouts.request))

@@ -15,10 +15,10 @@ from graph_store.models import Tool
 from proxy.catalog.loaded import StoredTools
 from proxy.catalog.service import CatalogService
 from proxy.config import ExecutorSettings, load_settings
+from proxy.encoder.service import EncoderService
 from proxy.execute.plan import PlanNode, ToolPlan
 from proxy.execute.scheduler import Outcome
 from proxy.execute.service import ToolExecutor
-from proxy.select.service import SelectService
 from proxy.tools.packs.math.catalog import builtin_tools
 
 #: How long a blocked read waits to be let go before it gives up (only a failing test
@@ -83,8 +83,8 @@ async def test_a_catalog_load_held_by_the_store_leaves_readiness_answering(
 ) -> None:
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
     store = BlockingStore(tmp_path / "store", asyncio.get_running_loop(), held=())
-    select = SelectService(settings.retriever)
-    catalog = CatalogService(settings, select, store)
+    encoders = EncoderService(settings.retriever)
+    catalog = CatalogService(settings, encoders, store)
     try:
         first = await catalog.get()
         store.held = {"list_tools"}
@@ -98,7 +98,7 @@ async def test_a_catalog_load_held_by_the_store_leaves_readiness_answering(
     finally:
         store.go.set()
         await catalog.aclose()
-        select.close()
+        encoders.close()
     assert store.let_go == [True]
     assert threading.get_ident() not in store.readers
     assert second is not first
@@ -110,8 +110,8 @@ async def test_a_request_that_goes_away_leaves_its_catalog_load_to_finish(
 ) -> None:
     settings = load_settings(data_dir=tmp_path, planner={"memory_k": 0})
     store = BlockingStore(tmp_path / "store", asyncio.get_running_loop(), held={"list_tools"})
-    select = SelectService(settings.retriever)
-    catalog = CatalogService(settings, select, store)
+    encoders = EncoderService(settings.retriever)
+    catalog = CatalogService(settings, encoders, store)
     try:
         request = asyncio.create_task(catalog.get())
         await store.reading.wait()
@@ -122,7 +122,7 @@ async def test_a_request_that_goes_away_leaves_its_catalog_load_to_finish(
     finally:
         store.go.set()
         await catalog.aclose()
-        select.close()
+        encoders.close()
     assert request.cancelled()
     assert store.let_go == [True]  # one load: the next request found it installed
     assert {tool.name for tool in builtin_tools()} <= set(loaded.tools)

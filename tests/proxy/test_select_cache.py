@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 
 from proxy.config import Settings
 from proxy.context import RequestContext
+from proxy.encoder.service import EncoderService
 from proxy.protocol.chat import parse_request
 from proxy.select.service import SelectService
 from tests.retriever.client_tools import client_tools
@@ -22,15 +23,17 @@ from redis.asyncio import Redis
 from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.protocol.chat import parse_request
+from proxy.encoder.service import EncoderService
 from proxy.select.service import SelectService
 
 async def main():
     redis = Redis.from_url(sys.argv[1])
-    select = SelectService(Settings().retriever, redis)
+    encoders = EncoderService(Settings().retriever, redis)
+    select = SelectService(Settings().retriever, encoders, redis)
     request = json.loads(sys.argv[2])
     await select.rewrite(parse_request(request), request, RequestContext("other"))
-    print((await select.encoder()).counts.texts)
-    select.close()
+    print((await encoders.encoder()).counts.texts)
+    encoders.close()
     await redis.aclose()
 
 asyncio.run(main())
@@ -54,13 +57,14 @@ async def test_a_second_process_finds_the_tools_vectors_in_redis(redis_server: s
     run = partial(subprocess.run, capture_output=True, text=True, timeout=600, check=True)
     first = await asyncio.to_thread(run, argv)
     assert int(first.stdout.split()[-1]) >= 41  # it embedded the 40 tools and the question
-    select = SelectService(Settings().retriever, redis)  # its own, empty in-process cache
-    encoder = await select.encoder()
+    encoders = EncoderService(Settings().retriever, redis)  # its own, empty in-process cache
+    select = SelectService(Settings().retriever, encoders, redis)
+    encoder = await encoders.encoder()
     before = encoder.counts.texts
 
     body = await select.rewrite(parse_request(request), request, RequestContext("test"))
 
     assert encoder.counts.texts == before  # every vector came from Redis
     assert len(body["tools"]) == 3
-    select.close()
+    encoders.close()
     await redis.aclose()

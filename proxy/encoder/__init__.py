@@ -1,0 +1,1 @@
+"""The embedding model the app holds once: :mod:`proxy.encoder.service`."""
