@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -104,6 +105,7 @@ class UpstreamCall:
     about: str  # the sub-task or tool it concerned; "" for the whole request
     prompt_tokens: int
     completion_tokens: int
+    seconds: float = field(default=0.0, compare=False)  # the reply's wall time, when timed
 
 
 @dataclass(slots=True)
@@ -121,9 +123,9 @@ class Usage:
     asked: int = 0  # questions asked through a MeteredModel, failed ones included
     log: list[UpstreamCall] = field(default_factory=list)  # one per usage object added
 
-    def add(self, usage: object, purpose: str = "", about: str = "") -> None:
+    def add(self, usage: object, purpose: str = "", about: str = "", seconds: float = 0.0) -> None:
         """Add one OpenAI ``usage`` object (anything else is ignored), and log it under
-        ``purpose`` and ``about``."""
+        ``purpose`` and ``about`` with the reply's wall time ``seconds``."""
         if not isinstance(usage, Mapping):
             return
         self.calls += 1
@@ -134,7 +136,7 @@ class Usage:
         self.prompt_tokens += prompt
         self.completion_tokens += completion
         self.total_tokens += _count(usage.get("total_tokens"))
-        self.log.append(UpstreamCall(purpose, about, prompt, completion))
+        self.log.append(UpstreamCall(purpose, about, prompt, completion, seconds))
 
     def as_openai(self) -> dict[str, int]:
         """OpenAI's three counts; the total is the two others' sum, as OpenAI's is."""
@@ -171,11 +173,13 @@ class MeteredModel:
     ) -> ModelReply:
         for meter in self.meters:
             meter.asked += 1
+        started = time.perf_counter()
         answer = await self.model.reply(
             messages, max_tokens=max_tokens, json=json, purpose=purpose, about=about
         )
+        seconds = time.perf_counter() - started
         for meter in self.meters:
-            meter.add(answer.usage, purpose, about)
+            meter.add(answer.usage, purpose, about, seconds)
         return answer
 
     async def ask_object(

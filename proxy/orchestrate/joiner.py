@@ -9,6 +9,7 @@ adds the call's usage to the turn's.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 from proxy.orchestrate.turn import Turn
@@ -27,9 +28,11 @@ class WholeAnswer:
     completion: ChatCompletion
 
     async def answer(self, turn: Turn, body: dict[str, Any]) -> str:
+        started = time.perf_counter()
         with turn.stage("answer"):
             reply = await turn.upstream.complete(turn.target, body, None, turn.context)
         self.completion = read_completion(reply.content)
         usage = self.completion.usage
-        turn.usage.add(usage.model_dump() if usage else None, "answer")
+        seconds = time.perf_counter() - started
+        turn.usage.add(usage.model_dump() if usage else None, "answer", seconds=seconds)
         return self.completion.text()

@@ -137,12 +137,13 @@ def turn_trace(turn: Turn, secrets: Sequence[str]) -> dict[str, JsonValue]:
 
 
 def _upstream_call(call: UpstreamCall) -> JsonValue:
-    """One upstream reply: the stage that asked, about what, and its tokens."""
+    """One upstream reply: the stage that asked, about what, its tokens and seconds."""
     return {
         "purpose": call.purpose,
         "about": call.about,
         "prompt_tokens": call.prompt_tokens,
         "completion_tokens": call.completion_tokens,
+        "seconds": round(call.seconds, 3),
     }
 
 
