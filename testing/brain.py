@@ -117,8 +117,9 @@ class Brain:
 
 
 def stage_of(system: str) -> str:
-    """Which of the proxy's prompts a system message opens."""
-    return next((stage for start, stage in _STAGES.items() if system.startswith(start)), "other")
+    """Which of the proxy's prompts a system message opens; any other first message is
+    the answering call's too (the client's own messages, when no tool ran)."""
+    return next((stage for start, stage in _STAGES.items() if system.startswith(start)), "answer")
 
 
 def json_script(value: object) -> Script:

@@ -41,6 +41,12 @@ def answer_messages(
     executed: ExecutedPlan | None,
     earlier: Sequence[EarlierCall],
 ) -> list[JsonValue]:
+    """The answering call's messages: toolgraph's system message (the instructions, the
+    quoted results) ahead of the client's. With no tool run and no earlier result there
+    is nothing to quote: the client's messages go as they came, so a request no tool
+    serves is answered as passthrough answers it, without the prompt's tokens."""
+    if executed is None and not earlier:
+        return list(messages)
     parts = [PROMPT]
     if earlier:
         quoted = "\n".join(
@@ -61,8 +67,6 @@ def answer_messages(
             parts.append(values_part(values))
         if failed := executed.run.unfinished():
             parts.append("Could not be done:\n" + "\n".join(f"- {line}" for line in failed))
-    elif not earlier:
-        parts.append("No tool ran for this request.")
     return [{"role": "system", "content": "\n\n".join(parts)}, *messages]
 
 
