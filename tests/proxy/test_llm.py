@@ -45,7 +45,8 @@ async def test_each_reply_is_logged_with_what_it_was_for_in_every_meter(
         UpstreamCall("arguments", "calc", 45, 3),
     ]
     assert share.usage.log == [UpstreamCall("pick", "s2", 120, 7)]
-    assert request.usage.log[0].seconds >= 0.2 and request.usage.log[1].seconds > 0
+    assert request.usage.log[0].seconds >= 0.2
+    assert request.usage.log[1].seconds > 0
     assert len(request.usage.log) == request.usage.calls
     assert sum(c.prompt_tokens for c in request.usage.log) == request.usage.prompt_tokens
 
