@@ -23,7 +23,8 @@ ToolgraphError                 status, type, code, param: what the client sees
  │    ├── DestructiveRefused   409 (a destructive tool in a request without Idempotency-Key)
  │    └── EgressDenied         403 (the egress policy refuses the host or its address)
  ├── StoreUnavailable          503 store_unavailable: Redis cannot be reached (nothing ran)
- ├── StoreFull                 503 store_full: an in-process store that must not forget is full
+ ├── StoreFull                 503 store_full: a store that must not forget is full
+ │    └── TenantStoreFull      503 store_full: one tenant's share is full, not the others'
  └── InternalError             500, never with details
 
 Third-party exceptions (httpx, litellm, redis) are translated where they enter, in
@@ -135,8 +136,10 @@ class RateLimited(ToolgraphError):
     type = "requests"
     code = "rate_limit_exceeded"
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
-        super().__init__(message, headers={"retry-after": str(retry_after)})
+    def __init__(
+        self, message: str, *, retry_after: int, code: str | None = None, param: str | None = None
+    ) -> None:
+        super().__init__(message, code=code, param=param, headers={"retry-after": str(retry_after)})
 
 
 class ClientClosedRequest(ToolgraphError):
@@ -221,11 +224,16 @@ class StoreUnavailable(ToolgraphError):
 
 
 class StoreFull(ToolgraphError):
-    """A bounded in-process store that must keep its entries to their TTL has no room."""
+    """A bounded store (``proxy.kv``) has no room: a value over its bound, or a new key
+    in a store that must keep its entries to their TTL."""
 
     status = 503
     type = "server_error"
     code = "store_full"
+
+
+class TenantStoreFull(StoreFull):
+    """One tenant's share of a bounded store is full; other tenants still have room."""
 
 
 class InternalError(ToolgraphError):

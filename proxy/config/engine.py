@@ -231,6 +231,18 @@ class OrchestrateSettings(Section):
         description="Traces kept, in process or in Redis (the oldest goes first); one trace "
         "over 4 MiB is not kept.",
     )
+    max_trace_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Bytes all kept traces hold together, every tenant's (the oldest goes "
+        "first): the most traces take of the proxy's memory, or of Redis'.",
+    )
+    tenant_trace_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="Bytes one tenant's (one key's) kept traces hold together: past it that "
+        "tenant's oldest trace goes, never another tenant's.",
+    )
     idempotency_ttl: int = Field(
         default=24 * 3600, gt=0, description="Seconds an `Idempotency-Key` and its answer are kept."
     )
@@ -241,6 +253,21 @@ class OrchestrateSettings(Section):
         "together); when all are within their TTL a new key is refused (503 "
         "`idempotency_keys_full`), none forgotten. Size it as keyed requests per second times "
         "`idempotency_ttl`: the default holds 1.1 a second for a day.",
+    )
+    max_idempotency_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        gt=0,
+        description="Bytes the kept `Idempotency-Key`s and their answers hold together, every "
+        "tenant's (a key costs its answer and about 300 bytes); when they are held a new key "
+        "is refused (503 `idempotency_keys_full`).",
+    )
+    tenant_idempotency_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="Bytes one tenant's (one key's) `Idempotency-Key`s and answers hold "
+        "together: past it that tenant's new keys are refused (429 `idempotency_keys_full`, "
+        "`retry-after`) while every other tenant's are still taken. The default holds some "
+        "25,000 keys with answers of 1 KB.",
     )
     conversation_ttl: int = Field(
         default=24 * 3600,

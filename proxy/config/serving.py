@@ -97,13 +97,25 @@ class ResponsesSettings(Section):
         default=2000,
         gt=0,
         description="Responses kept, in process or in Redis (there for all replicas together); "
-        "the oldest goes first. Times `max_stored_bytes`, the most they hold (2 GiB).",
+        "the oldest goes first.",
     )
     max_stored_bytes: int = Field(
         default=1024 * 1024,
         gt=0,
         description="Largest stored response with its conversation (each keeps the whole "
-        "conversation up to it); a larger one is answered, logged and not stored.",
+        "conversation up to it, once); a larger one is answered, logged and not stored.",
+    )
+    max_total_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        gt=0,
+        description="Bytes all stored responses hold together, every tenant's (the oldest goes "
+        "first): the most they take of the proxy's memory, or of Redis'.",
+    )
+    tenant_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        gt=0,
+        description="Bytes one tenant's (one key's) stored responses hold together: past it "
+        "that tenant's oldest response goes, never another tenant's.",
     )
 
 

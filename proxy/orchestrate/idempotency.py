@@ -13,12 +13,15 @@ with ``x-should-retry: false`` naming the first request's trace, which holds wha
 the tools returned. Keys are per client: the hash of the client's key is part of
 them.
 
-A key that cannot be claimed fails the request before anything runs, with a 503
-the SDK retries: ``idempotency_store_unavailable`` when Redis cannot be reached
-(running the tools unprotected would break the key's promise), and
-``idempotency_keys_full`` when the store (in process or Redis) holds
-``orchestrate.max_idempotency_keys`` live keys (it refuses new keys rather than
-forget old ones before their TTL).
+A key that cannot be claimed fails the request before anything runs, with an error
+the SDK retries: ``idempotency_store_unavailable`` (503) when Redis cannot be reached
+(running the tools unprotected would break the key's promise); and
+``idempotency_keys_full`` when the store (in process or Redis) is full, refusing new
+keys rather than forget old ones before their TTL: a 503 when every tenant's keys
+together hold ``orchestrate.max_idempotency_keys`` or ``max_idempotency_bytes``, a 429
+when the client's own hold ``orchestrate.tenant_idempotency_bytes`` (one client's keys
+never take another's room). An answer too large to keep leaves, instead of itself, a
+409 ``idempotent_answer_not_kept`` for its retries: the tools do not run twice.
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ import re
 from dataclasses import dataclass, field
 
 from proxy import json_codec
-from proxy.errors import Conflict, InvalidRequest, StoreFull, StoreUnavailable
+from proxy.errors import (
+    Conflict,
+    InvalidRequest,
+    RateLimited,
+    StoreFull,
+    StoreUnavailable,
+    TenantStoreFull,
+)
 from proxy.kv import KeyValue
 
 HEADER = "idempotency-key"
@@ -79,6 +89,7 @@ class Stored:
 class Claim:
     key: str  # the store's key
     fingerprint: str
+    tenant: str  # whose share of the store it takes
 
 
 class IdempotencyKeys:
@@ -98,8 +109,8 @@ class IdempotencyKeys:
         fingerprint = hashlib.sha256(body).hexdigest()
         running = json_codec.dumps({"state": "running", "fingerprint": fingerprint})
         try:
-            if await self._store.add(scoped, running, self._ttl):
-                return Claim(scoped, fingerprint)
+            if await self._store.add(scoped, running, self._ttl, tenant=client):
+                return Claim(scoped, fingerprint, client)
             raw = await self._store.get(scoped)
         except StoreUnavailable:
             raise StoreUnavailable(
@@ -108,6 +119,16 @@ class IdempotencyKeys:
                 param="Idempotency-Key",
                 code="idempotency_store_unavailable",
                 headers={"retry-after": "1"},
+            ) from None
+        except TenantStoreFull:
+            raise RateLimited(
+                "the Idempotency-Key cannot be claimed: this client's keys and their answers "
+                "hold orchestrate.tenant_idempotency_bytes, every one within its TTL; a new key "
+                "is refused rather than an old one forgotten. Nothing ran; retry later, or send "
+                "the request without the key",
+                param="Idempotency-Key",
+                code="idempotency_keys_full",
+                retry_after=60,
             ) from None
         except StoreFull:
             raise StoreFull(
@@ -139,7 +160,26 @@ class IdempotencyKeys:
         return Stored.decode(found)
 
     async def finish(self, claim: Claim, answer: Stored) -> None:
-        await self._store.put(claim.key, answer.encode(claim.fingerprint), self._ttl)
+        """Keep ``answer`` for the key's retries; one too large to keep (over its bound,
+        or its tenant's share) leaves an error in its place."""
+        try:
+            await self._keep(claim, answer)
+        except StoreFull as exc:
+            error = Conflict(
+                "the first request with this Idempotency-Key was answered, but its answer "
+                f"could not be kept for replays ({exc.message}); its tools do not run twice. "
+                "Its trace (the x-toolgraph-trace-id header) holds what the tools returned; "
+                "send a new Idempotency-Key to run the request again",
+                param="Idempotency-Key",
+                code="idempotent_answer_not_kept",
+                headers={**answer.headers, "x-should-retry": "false"},
+            )
+            await self._keep(claim, Stored(error.status, error.headers, error.to_json()))
+            raise
+
+    async def _keep(self, claim: Claim, answer: Stored) -> None:
+        value = answer.encode(claim.fingerprint)
+        await self._store.put(claim.key, value, self._ttl, tenant=claim.tenant)
 
     async def abandon(self, claim: Claim, headers: dict[str, str]) -> None:
         """Keep, as the outcome of a request whose client left after tools ran, the
@@ -153,7 +193,7 @@ class IdempotencyKeys:
             code="idempotent_request_abandoned",
             headers={**headers, "x-should-retry": "false"},
         )
-        await self.finish(claim, Stored(error.status, error.headers, error.to_json()))
+        await self._keep(claim, Stored(error.status, error.headers, error.to_json()))
 
     async def release(self, claim: Claim) -> None:
         await self._store.delete(claim.key)

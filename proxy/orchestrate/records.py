@@ -3,7 +3,9 @@
 Traces, conversation results and ``Idempotency-Key``s each get a store of their
 own (``proxy/kv.py``) with its own bound, in Redis (shared by every process) as in
 process, so a thousand unrelated requests push out old traces but never a key whose
-answer a retry may still ask for (that store refuses new keys instead).
+answer a retry may still ask for (that store refuses new keys instead). Traces and
+keys are bounded by bytes per tenant as well: one client's traffic pushes out its own
+old traces and fills its own share of keys, never another client's.
 
 Records written after the answer (trace, results, a key's outcome) are a help to
 later requests, never part of this one: when the store is down they are dropped,
@@ -53,9 +55,23 @@ class Stores:
 
     @classmethod
     def open(cls, redis: Redis | None, options: OrchestrateSettings) -> Stores:
-        keys = Bound("idempotency_keys", options.max_idempotency_keys, ANSWER_BYTES, evict=False)
+        keys = Bound(
+            "idempotency_keys",
+            options.max_idempotency_keys,
+            ANSWER_BYTES,
+            evict=False,
+            max_bytes=options.max_idempotency_bytes,
+            tenant_bytes=options.tenant_idempotency_bytes,
+        )
+        traces = Bound(
+            "traces",
+            2 * options.max_traces,  # each with its summary
+            TRACE_BYTES,
+            max_bytes=options.max_trace_bytes,
+            tenant_bytes=options.tenant_trace_bytes,
+        )
         return cls(
-            traces=open_key_value(redis, Bound("traces", options.max_traces, TRACE_BYTES)),
+            traces=open_key_value(redis, traces),
             results=open_key_value(
                 redis, Bound("turn_results", options.max_conversations, RESULT_BYTES)
             ),

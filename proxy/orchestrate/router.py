@@ -12,7 +12,7 @@ from proxy.auth import authenticate
 from proxy.context import RequestContext
 from proxy.errors import NotFound
 from proxy.http_responses import JSONResponse
-from proxy.orchestrate.traces import TraceFilter, trace_summary
+from proxy.orchestrate.traces import TraceFilter
 from proxy.services import services_of
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -37,8 +37,8 @@ async def list_traces(
     wanted = TraceFilter(outcome, tool, min_seconds)
     unfiltered = wanted == TraceFilter()
     store = services_of(request).orchestrator.traces
-    traces = await store.newest(_tenant(request), limit if unfiltered else SCAN)
-    summaries = [s for s in map(trace_summary, traces) if wanted.keeps(s)]
+    found = await store.summaries(_tenant(request), limit if unfiltered else SCAN)
+    summaries = [summary for summary in found if wanted.keeps(summary)]
     return JSONResponse({"object": "list", "data": summaries[:limit]})
 
 

@@ -10,7 +10,8 @@ It is derived from the typed :class:`Turn` when it is saved; nothing reads it to
 decide what to do. Secrets the proxy knows (upstream keys, tool credentials) are
 masked in the whole record before it is stored. A trace is kept under its request's
 tenant (:mod:`proxy.tenancy`) and read and listed under it alone: another tenant's
-id reads as unknown.
+id reads as unknown. Its summary is kept beside it, so that a list reads summaries
+of a few hundred bytes, never the traces (up to ``TRACE_BYTES`` each) they sum up.
 """
 
 from __future__ import annotations
@@ -39,25 +40,35 @@ class TraceStore:
         self._secrets = tuple(secrets)
 
     async def put(self, tenant: str, trace_id: str, trace: dict[str, JsonValue]) -> None:
-        text = json_codec.dumps(trace, default=str).decode()
-        value = redact(text, self._secrets).encode()
-        await self._store.put(_key(tenant, trace_id), value, self._ttl)
+        """Keep ``trace`` and its summary, counted against ``tenant``'s share."""
+        for key, record in (
+            (_key(tenant, trace_id), trace),
+            (_summary_key(tenant, trace_id), trace_summary(trace)),
+        ):
+            text = json_codec.dumps(record, default=str).decode()
+            await self._store.put(
+                key, redact(text, self._secrets).encode(), self._ttl, tenant=tenant
+            )
 
     async def get(self, tenant: str, trace_id: str) -> bytes | None:
         return await self._store.get(_key(tenant, trace_id))
 
-    async def newest(self, tenant: str, limit: int) -> list[dict[str, JsonValue]]:
-        """Up to ``limit`` of ``tenant``'s kept traces, the latest first."""
+    async def summaries(self, tenant: str, limit: int) -> list[dict[str, JsonValue]]:
+        """The summaries of up to ``limit`` of ``tenant``'s kept traces, the latest first."""
         found = []
-        for _, raw in await self._store.newest(limit, _key(tenant, "")):
-            trace = json_codec.loads(raw)
-            if isinstance(trace, dict):
-                found.append(trace)
+        for _, raw in await self._store.newest(limit, _summary_key(tenant, "")):
+            summary = json_codec.loads(raw)
+            if isinstance(summary, dict):
+                found.append(summary)
         return found
 
 
 def _key(tenant: str, trace_id: str) -> str:
     return f"trace:{tenant}:{trace_id}"
+
+
+def _summary_key(tenant: str, trace_id: str) -> str:
+    return f"trace-summary:{tenant}:{trace_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,10 +40,10 @@ from proxy.responses_api.translation.request import (
     Messages,
     chat_body,
     conversation,
+    history_messages,
     relayed_turn,
 )
 from proxy.responses_api.translation.response import (
-    assistant_message,
     search_items,
     skeleton,
     to_response,
@@ -186,13 +186,12 @@ class ResponsesService:
         items: Items = []
         if request.previous_response_id is not None:
             previous = await self.store.previous(scope, request.previous_response_id)
-            history, items = previous.messages, previous.history()
+            items = previous.history()
+            history = history_messages(items)
         messages = conversation(request, history)
         body = chat_body(request, messages)
         call = ChatCall(parse_request(body), body, json_codec.dumps(body), context, key)
-        turn = _Turn(
-            self.store, scope, request, messages, [*items, *request_items(request)], context
-        )
+        turn = _Turn(self.store, scope, request, [*items, *request_items(request)], context)
         service = self._modes.service(mode)
         if request.stream:
             return turn.events(await service.stream(call))
@@ -207,7 +206,6 @@ class _Turn:
         store: ResponseStore,
         scope: str,
         request: ResponsesRequest,
-        messages: Messages,
         items: Items,
         context: RequestContext,
     ) -> None:
@@ -215,7 +213,6 @@ class _Turn:
         self._store = store
         self._scope = scope
         self._request = request
-        self._messages = messages
         self._items = items  # its input items, fixed (ids too) before it is answered
         self._response = skeleton(request)
 
@@ -270,8 +267,7 @@ class _Turn:
     async def _save(self, response: Response) -> None:
         if self._request.store is False:
             return
-        messages = [*self._messages, assistant_message(response)]
-        stored = Stored(response.model_dump(mode="json"), messages, self._items)
+        stored = Stored(response.model_dump(mode="json"), self._items)
         await self._store.save(self._scope, stored)
 
 

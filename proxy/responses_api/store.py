@@ -1,15 +1,18 @@
 """Stored responses: what ``previous_response_id`` continues and ``GET`` returns.
 
-Each entry is one response with the conversation up to it, as chat messages (so
-that a follow-up is one read, however long the chain) and as the Responses items
-its input was (what ``input_items`` lists: :mod:`proxy.responses_api.items`), under
+Each entry is one response with the conversation up to it, as the Responses items its
+input was (what ``input_items`` lists: :mod:`proxy.responses_api.items`), kept once:
+a follow-up reads them, with the response's output, as chat messages
+(:func:`~proxy.responses_api.translation.request.history_messages`), in one read however
+long the chain. It is kept under
 the tenant of the client that made it (:mod:`proxy.tenancy`): another client's id
 reads as unknown, never as forbidden, so ids cannot be probed. A response an
 upstream made and keeps itself (relayed, :mod:`proxy.responses_api.native`) leaves
 only its owner here (:meth:`ResponseStore.own`), so that it is read, listed,
 continued and deleted under the same rule. Kept in the app's :mod:`proxy.kv` store
 (Redis when configured) as its own use, ``responses``, within
-``responses.max_stored`` and ``responses.store_ttl``.
+``responses.max_stored``, ``responses.max_total_bytes`` and ``responses.store_ttl``,
+each tenant's within ``responses.tenant_bytes`` (its own oldest go first).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ Messages = list[dict[str, Any]]
 @dataclass(frozen=True, slots=True)
 class Stored:
     response: dict[str, Any]
-    messages: Messages  # the conversation up to and including this response
     items: Messages  # its input items, ids and all: the conversation up to it
 
     def history(self) -> Messages:
@@ -43,17 +45,22 @@ class Stored:
 
 class ResponseStore:
     def __init__(self, redis: Redis | None, settings: ResponsesSettings) -> None:
-        bound = Bound("responses", settings.max_stored, settings.max_stored_bytes)
+        bound = Bound(
+            "responses",
+            settings.max_stored,
+            settings.max_stored_bytes,
+            max_bytes=settings.max_total_bytes,
+            tenant_bytes=settings.tenant_bytes,
+        )
         self._kv: KeyValue = open_key_value(redis, bound)
         self._ttl = settings.store_ttl
 
     async def save(self, scope: str, stored: Stored) -> None:
         """Keep ``stored``; one too large to keep is logged and left out."""
         response = stored.response
-        entry = {"scope": scope, "response": response, "messages": stored.messages}
-        value = json_codec.dumps(entry | {"items": stored.items})
+        value = json_codec.dumps({"scope": scope, "response": response, "items": stored.items})
         try:
-            await self._kv.put(_key(response["id"]), value, self._ttl)
+            await self._kv.put(_key(response["id"]), value, self._ttl, tenant=scope)
         except StoreFull as exc:
             log.warning("response %s not stored: %s", response["id"], exc.message)
 
@@ -65,7 +72,7 @@ class ResponseStore:
         if entry.get("scope") != scope:
             return None
         # an entry kept before input items were: listed as having none
-        return Stored(entry["response"], entry["messages"], entry.get("items", []))
+        return Stored(entry["response"], entry.get("items", []))
 
     async def previous(self, scope: str, response_id: str) -> Stored:
         """The response a ``previous_response_id`` continues, or a 400."""
@@ -84,7 +91,7 @@ class ResponseStore:
     async def own(self, scope: str, response_id: str) -> None:
         """Note that the upstream's stored response ``response_id`` is ``scope``'s."""
         try:
-            await self._kv.put(_relayed_key(response_id), scope.encode(), self._ttl)
+            await self._kv.put(_relayed_key(response_id), scope.encode(), self._ttl, tenant=scope)
         except StoreFull as exc:
             log.warning("owner of response %s not kept: %s", response_id, exc.message)
 

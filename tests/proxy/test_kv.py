@@ -1,5 +1,6 @@
 """One suite over both KeyValue backends, the in-process map and a real Redis: the
-values, the TTLs and the bounds of a use (entries and value size) alike."""
+values, the TTLs and the bounds of a use (entries, value size, bytes in all and per
+tenant) alike."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 from redis.asyncio import Redis
 
-from proxy.errors import StoreFull, StoreUnavailable
-from proxy.kv import Bound, KeyValue, MemoryKeyValue, RedisKeyValue
+from proxy.errors import StoreFull, StoreUnavailable, TenantStoreFull
+from proxy.kv import Bound, KeyValue, MemoryKeyValue, RedisKeyValue, entry_bytes
 from tests.conftest import free_port
 
-Open = Callable[..., KeyValue]  # (max_items, evict=..., max_value_bytes=...) -> a store
+Open = Callable[..., KeyValue]  # (max_items, evict=..., max_value_bytes=..., ...) -> a store
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -24,8 +25,16 @@ async def bounded(request: pytest.FixtureRequest) -> AsyncIterator[Open]:
     if request.param == "redis":
         client = Redis.from_url(request.getfixturevalue("redis_server"))
 
-    def open_store(max_items: int, *, evict: bool = True, max_value_bytes: int = 1024) -> KeyValue:
-        bound = Bound(f"test-{uuid.uuid4().hex}", max_items, max_value_bytes, evict)
+    def open_store(
+        max_items: int,
+        *,
+        evict: bool = True,
+        max_value_bytes: int = 4096,
+        max_bytes: int | None = None,
+        tenant_bytes: int | None = None,
+    ) -> KeyValue:
+        name = f"test-{uuid.uuid4().hex}"
+        bound = Bound(name, max_items, max_value_bytes, evict, max_bytes, tenant_bytes)
         return MemoryKeyValue(bound) if client is None else RedisKeyValue(client, bound)
 
     yield open_store
@@ -210,3 +219,91 @@ async def test_newest_lists_only_its_own_use(bounded: Open) -> None:
     await one.put(k, b"mine", 60)
     await other.put(key(), b"theirs", 60)
     assert await one.newest(5) == [(k, b"mine")]
+
+
+# --- bytes, in all and per tenant ----------------------------------------------------
+
+
+def sized(name: str, size: int) -> bytes:
+    """A value that makes the entry ``name`` cost exactly ``size`` bytes."""
+    value = b"v" * (size - entry_bytes(name, b""))
+    assert entry_bytes(name, value) == size
+    return value
+
+
+async def test_a_tenant_over_its_bytes_loses_its_own_oldest_entries_only(bounded: Open) -> None:
+    store = bounded(100, tenant_bytes=3000)
+    theirs = key()
+    await store.put(theirs, sized(theirs, 1000), 60, tenant="b")
+    busy = [key() for _ in range(5)]
+    for name in busy:
+        await store.put(name, sized(name, 1000), 60, tenant="a")
+    assert [await store.get(name) is not None for name in busy] == [False] * 2 + [True] * 3
+    assert await store.get(theirs) is not None
+
+
+async def test_rewriting_an_entry_charges_its_tenant_the_difference(bounded: Open) -> None:
+    store = bounded(100, tenant_bytes=3000)
+    old, grown = key(), key()
+    await store.put(old, sized(old, 1000), 60, tenant="a")
+    await store.put(grown, sized(grown, 1000), 60, tenant="a")
+    await store.put(grown, sized(grown, 2000), 60, tenant="a")  # 3000 in all: room still
+    assert await store.get(old) is not None
+    await store.put(grown, sized(grown, 2500), 60, tenant="a")
+    assert await store.get(old) is None
+    assert await store.get(grown) == sized(grown, 2500)
+
+
+async def test_the_bytes_of_all_tenants_together_are_bounded(bounded: Open) -> None:
+    store = bounded(100, max_bytes=2500)
+    first, second, third = key(), key(), key()
+    await store.put(first, sized(first, 1000), 60, tenant="a")
+    await store.put(second, sized(second, 1000), 60, tenant="b")
+    await store.put(third, sized(third, 1000), 60, tenant="c")
+    assert await store.get(first) is None
+    assert await store.get(second) is not None
+    assert await store.get(third) is not None
+
+
+async def test_a_non_evicting_store_refuses_a_full_tenant_and_no_other(bounded: Open) -> None:
+    store = bounded(100, evict=False, tenant_bytes=2000)
+    a, b = key(), key()
+    assert await store.add(a, sized(a, 1000), 60, tenant="a")
+    assert await store.add(key(), b"x", 60, tenant="a")
+    with pytest.raises(TenantStoreFull) as raised:
+        await store.add(key(), sized(a, 1000), 60, tenant="a")
+    assert "one tenant" in raised.value.message
+    assert await store.add(b, sized(b, 1000), 60, tenant="b")
+    await store.put(a, sized(a, 1200), 60, tenant="a")  # a key it holds may still change
+    assert await store.get(a) == sized(a, 1200)
+    await store.delete(a)  # a deleted key gives its bytes back
+    assert await store.add(key(), sized(a, 1000), 60, tenant="a")
+
+
+async def test_a_non_evicting_store_refuses_past_the_bytes_of_all(bounded: Open) -> None:
+    store = bounded(100, evict=False, max_bytes=2000)
+    assert await store.add(key(), b"x" * 900, 60, tenant="a")
+    assert await store.add(key(), b"x" * 500, 60, tenant="b")
+    with pytest.raises(StoreFull) as raised:
+        await store.add(key(), b"x" * 900, 60, tenant="c")
+    assert not isinstance(raised.value, TenantStoreFull)
+
+
+async def test_an_expired_entry_gives_its_tenant_its_bytes_back(bounded: Open) -> None:
+    store = bounded(100, evict=False, tenant_bytes=1500)
+    old = key()
+    await store.put(old, sized(old, 1000), 1, tenant="a")
+    for _ in range(100):  # Redis expires on its own clock: wait for it, never assume
+        if await store.get(old) is None:
+            break
+        await asyncio.sleep(0.05)
+    new = key()
+    assert await store.add(new, sized(new, 1000), 60, tenant="a")
+
+
+async def test_a_value_larger_than_a_tenants_bytes_is_refused(bounded: Open) -> None:
+    store = bounded(100, tenant_bytes=2000)
+    name = key()
+    with pytest.raises(StoreFull):
+        await store.put(name, sized(name, 2001), 60, tenant="a")
+    assert await store.get(name) is None

@@ -10,8 +10,8 @@ from proxy.errors import InvalidRequest
 from proxy.protocol.chat import ChatCompletion, ChatCompletionChunk
 from proxy.protocol.responses import parse_responses_request
 from proxy.responses_api.translation.events import EventTranslator
-from proxy.responses_api.translation.request import chat_body, conversation
-from proxy.responses_api.translation.response import assistant_message, skeleton, to_response
+from proxy.responses_api.translation.request import chat_body, conversation, history_messages
+from proxy.responses_api.translation.response import skeleton, to_response
 
 
 def body_for(request: dict[str, Any], history: list[Any] | None = None) -> dict[str, Any]:
@@ -156,13 +156,16 @@ def test_a_completion_becomes_a_response() -> None:
     assert response.usage is not None
     assert response.usage.input_tokens_details.cached_tokens == 2
     assert response.metadata == {"k": "v"}
-    assert assistant_message(response) == {
-        "role": "assistant",
-        "content": "Hello",
-        "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-        ],
-    }
+    # what a follow-up reads of it (previous_response_id): one assistant message
+    assert history_messages(response.model_dump(mode="json")["output"]) == [
+        {
+            "role": "assistant",
+            "content": "Hello",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        }
+    ]
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> ChatCompletionChunk:

@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from proxy.errors import InvalidRequest
 from proxy.protocol.responses import (
+    ITEM_TYPES,
     FunctionCallItem,
     FunctionCallOutputItem,
     FunctionTool,
+    InputItem,
     InputMessage,
     ResponsesRequest,
 )
@@ -22,6 +26,18 @@ def conversation(request: ResponsesRequest, history: Messages) -> Messages:
     """The conversation so far as chat messages: ``history`` (the messages of the
     responses ``request`` continues, oldest first), then the request's ``input``."""
     return [*history, *input_messages(request, _call_ids(history))]
+
+
+_ITEMS = TypeAdapter(list[InputItem])
+
+
+def history_messages(items: Messages) -> Messages:
+    """A stored conversation's Responses items (its input, then each response's output)
+    as chat messages: read as the ``input`` of a request, as the Responses API reads the
+    items a client sends back itself; items chat has no place for (a tool search's) left
+    out."""
+    kept = [item for item in items if item.get("type", "message") in ITEM_TYPES]
+    return _input_messages(_ITEMS.validate_python(kept), set())
 
 
 def relayed_turn(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -72,8 +88,12 @@ def input_messages(request: ResponsesRequest, known_calls: set[str]) -> Messages
     call made in ``known_calls`` (the history's) or earlier in the input."""
     if isinstance(request.input, str):
         return [{"role": "user", "content": request.input}]
+    return _input_messages(request.input, known_calls)
+
+
+def _input_messages(items: Iterable[InputItem], known_calls: set[str]) -> Messages:
     messages: Messages = []
-    for index, item in enumerate(request.input):
+    for index, item in enumerate(items):
         if isinstance(item, InputMessage):
             messages.append(_message(item, index))
         elif isinstance(item, FunctionCallItem):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
 from proxy.context import ToolSearch
 from proxy.protocol.chat import ChatCompletion, CompletionUsage
@@ -142,19 +141,3 @@ def to_usage(usage: CompletionUsage) -> ResponseUsage:
         ),
         total_tokens=usage.total_tokens or usage.prompt_tokens + usage.completion_tokens,
     )
-
-
-def assistant_message(response: Response) -> dict[str, Any]:
-    """The response's output as the chat message that continues its conversation."""
-    message: dict[str, Any] = {"role": "assistant", "content": response.output_text() or None}
-    calls = [item for item in response.output if isinstance(item, FunctionToolCall)]
-    if calls:
-        message["tool_calls"] = [
-            {
-                "id": call.call_id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in calls
-        ]
-    return message
