@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
+from proxy.protocol.body import ON_LOOP_BYTES
 from proxy.registry.fetch import anchored
+from proxy.registry.protocol import RegisterTools
 from tests.conftest import ServerThread, free_port
 
 ADMIN = "tg-admin-key-0123456789"
@@ -436,3 +439,37 @@ def test_a_deep_schema_sent_whole_is_stored_or_refused_never_a_500(
     assert response.status_code in (201, 400), response.text
     if response.status_code == 400:
         assert "nest" in response.json()["error"]["message"]
+
+
+def test_a_large_body_is_validated_while_the_loop_serves_others(
+    registry: ServerThread, weather_api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The validation of a large body is held until /healthz has answered: on the event
+    loop, /healthz would wait on it (and it on /healthz) until the client gave up."""
+    entered, release = threading.Event(), threading.Event()
+    validate = RegisterTools.model_validate
+
+    def held(body: Any) -> RegisterTools:
+        entered.set()
+        assert release.wait(120)
+        return validate(body)
+
+    monkeypatch.setattr(RegisterTools, "model_validate", held)
+    spec = weather_spec(weather_api)
+    spec["function"]["description"] += " " * (ON_LOOP_BYTES + 1)
+    with ThreadPoolExecutor(1) as pool:
+        posted = pool.submit(
+            httpx.post,
+            f"{registry.url}{TOOLS}",
+            params={"dry_run": "true"},
+            json={"openai": [spec]},
+            headers={"authorization": f"Bearer {ADMIN}"},
+            timeout=300,
+        )
+        try:
+            assert entered.wait(120)
+            health = httpx.get(f"{registry.url}/healthz", timeout=30)
+        finally:
+            release.set()
+        assert health.status_code == 200
+        assert posted.result().status_code == 200
