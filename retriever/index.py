@@ -156,13 +156,18 @@ class ToolIndex:
         category: str | None = None,
         group: str | None = None,
         rerank: bool = True,
+        within: Mask | None = None,
     ) -> list[Hit]:
-        """The top ``k`` tools; a hybrid search with a :attr:`reranker` (and ``rerank``)
-        reads the first stage's top :data:`RERANK_DEPTH` and reorders them."""
+        """The top ``k`` tools (of the rows ``within`` holds, when given: a client's
+        scope); a hybrid search with a :attr:`reranker` (and ``rerank``) reads the first
+        stage's top :data:`RERANK_DEPTH` and reorders them."""
+        mask = _combine(
+            _combine(self._mask("category", category), self._mask("group", group)), within
+        )
         if rerank and self.reranker is not None and method == "hybrid" and k <= RERANK_DEPTH:
-            first = self._search(query_vector, query_text, RERANK_DEPTH, method, category, group)
+            first = self._search(query_vector, query_text, RERANK_DEPTH, method, mask)
             return self.rerank(query_text, first)[:k]
-        return self._search(query_vector, query_text, k, method, category, group)
+        return self._search(query_vector, query_text, k, method, mask)
 
     def rerank(self, query_text: str, hits: Sequence[Hit]) -> list[Hit]:
         """``hits`` in the reranker's order, each scored by it (unchanged without one)."""
@@ -182,10 +187,8 @@ class ToolIndex:
         query_text: str,
         k: int,
         method: Method,
-        category: str | None,
-        group: str | None,
+        mask: Mask | None,
     ) -> list[Hit]:
-        mask = _combine(self._mask("category", category), self._mask("group", group))
         if method == "bm25" or (method == "hybrid" and query_vector is None):
             return self._hits(self._lexical(query_text, k, mask))
         assert query_vector is not None

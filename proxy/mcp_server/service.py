@@ -51,13 +51,12 @@ class CatalogTools:
         catalog = await self._catalog.get()
         planner = catalog.planner
         count = max(1, min(k, MAX_RESULTS))
-        searched = count if scope is None else MAX_RESULTS  # room for the ones it drops
 
         def retrieve() -> list[tuple[Candidate, Tool | None]]:
             # embedding, search and the tools' records (read from the store the first
             # time): one hop off the loop
             vector = planner.encoder.encode([query])[0]
-            hits = planner.finder.retrieve(query, vector, searched)
+            hits = planner.within(scope).finder.retrieve(query, vector, count)
             tools = scoped(catalog.tools, scope)
             return [(hit, tools.get(hit.tool)) for hit in hits]
 

@@ -222,7 +222,10 @@ class Pipeline:
     ) -> tuple[Plan, ToolPlan]:
         with turn.stage("plan"):
             conversation = conversation_text(turn.messages)
-            plan = await catalog.planner.plan(
+            planner = catalog.planner
+            if turn.context.tool_scope is not None:  # the key's tools alone are candidates
+                planner = await asyncio.to_thread(planner.within, turn.context.tool_scope)
+            plan = await planner.plan(
                 conversation, model, turn.client, turn.target.planner, excluded
             )
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)

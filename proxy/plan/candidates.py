@@ -12,10 +12,15 @@ neighbours and the retriever's top K compete on one score (similarity + edge bon
 instead of the neighbours coming first. ``mode="rerank"`` (the default) keeps
 retrieval's order as the base and moves a tool up by the evidence of its edge, weighed
 by :class:`~proxy.plan.trust.EdgeTrust`: an uninformative graph leaves retrieval as is.
+
+A finder :meth:`~CandidateFinder.scoped` to some tools (a client key's tool scope) lists
+only those, from retrieval (a mask on the index) and from the graph alike: a tool
+outside it is never a candidate, so it is never shown to the model nor planned.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import threading
 from collections import OrderedDict
@@ -31,7 +36,7 @@ from proxy.plan.model import Candidate
 from proxy.plan.order import TextOrder
 from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, load_trust
 from retriever.clauses import with_clauses
-from retriever.dense import DenseMatrix
+from retriever.dense import DenseMatrix, Mask
 from retriever.embedder import Vectors
 from retriever.encoder import Encoder
 from retriever.index import ToolIndex
@@ -112,6 +117,25 @@ class CandidateFinder:
         self._degree: dict[tuple[str, EdgeKind, bool | None], int] = {}
         self._order: TextOrder | None = None
         self._density: float | None = None
+        self._allowed: frozenset[str] | None = None  # tool ids; None: the whole catalog
+        self._within: Mask | None = None  # the same, as index rows
+
+    def scoped(self, allowed: frozenset[str]) -> CandidateFinder:
+        """This finder over the tools ``allowed`` (ids) alone: every list it makes holds
+        none of the others. It shares this one's catalog-wide counts, not its lists."""
+        finder = copy.copy(self)
+        finder._allowed = allowed
+        finder._within = np.fromiter(
+            (doc.id in allowed for doc in self.index.documents),
+            dtype=np.bool_,
+            count=len(self.index.documents),
+        )
+        finder._retrieved = OrderedDict()
+        return finder
+
+    def _offers(self, tool_id: str) -> bool:
+        """Whether ``tool_id`` may be a candidate: in the index, and in the scope."""
+        return tool_id in self._row and (self._allowed is None or tool_id in self._allowed)
 
     def text_order(self, encoder: Encoder) -> TextOrder | None:
         """The order evidence of shared texts (:mod:`proxy.plan.order`) in rerank mode,
@@ -161,13 +185,14 @@ class CandidateFinder:
                 return list(held)
         query = self.query(text, vector)
         sims = self.similarities(query)
-        hits = self.index.search(query, text, k, method="hybrid", category=category)
+        within = self._within
+        hits = self.index.search(query, text, k, method="hybrid", category=category, within=within)
         if category is not None and len(hits) < k:
             # A category of fewer than k tools is a hint, not a wall: the rest of the
             # list comes from the whole catalog (a "Database" step must still see a
             # database pack's tools when the model named ToolBench's category).
             seen = {hit.id for hit in hits}
-            wider = self.index.search(query, text, k, method="hybrid")
+            wider = self.index.search(query, text, k, method="hybrid", within=within)
             hits += [hit for hit in wider if hit.id not in seen][: k - len(hits)]
         found = [
             Candidate(hit.name, hit.id, sims[hit.id], sims[hit.id], "retrieval") for hit in hits
@@ -204,7 +229,7 @@ class CandidateFinder:
         sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
         for starts, share in sources:
             for n in neighbors(self.store, starts, category=category) if starts else []:
-                if n.tool_id not in self._row:
+                if not self._offers(n.tool_id):
                     continue
                 bonus = self.weights.of(n.kind, n.weight) * self.specificity(n.via) * share
                 candidate = Candidate(
@@ -249,7 +274,7 @@ class CandidateFinder:
         for starts, share in sources:
             start = set(starts)
             for edge, other in self.store.edge_rows(start, ALL_KINDS, "out") if start else []:
-                if other.id in start or other.id not in self._row:
+                if other.id in start or not self._offers(other.id):
                     continue
                 if category is not None and other.category != category:
                     continue

@@ -9,7 +9,9 @@ client ``scope`` names (a hash of its key); without one it is not read. Every pl
 steps are then checked against their tools' preconditions, repaired or refused
 (:mod:`proxy.plan.preconditions`), whatever policy made it. A request the triage sorted
 as one call whose one tool is refused there (a count of a set no call has made) is
-decomposed after all: the triage took a chain for one call.
+decomposed after all: the triage took a chain for one call. A client key's tool scope
+makes a planner of its own (:meth:`RequestPlanner.within`) whose candidate lists hold
+only the tools it allows.
 
 The event loop never waits on a store: the graph store and the index are
 synchronous (Neo4j answers over the network), so every stretch of work between two
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -39,6 +43,7 @@ from proxy.plan.prompting import PlanningFailed
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
 from proxy.plan.triage import CLOSEST as TRIAGE_CLOSEST
 from proxy.plan.triage import tool_line, triage
+from proxy.tenancy.keys import ToolScope
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import RetrieverError, VectorStoreError
 
@@ -46,6 +51,9 @@ if TYPE_CHECKING:  # imports qdrant_client: a restart from the index snapshot pl
     from proxy.plan.memory import PlanMemory
 
 log = logging.getLogger(__name__)
+
+#: The scoped planners kept (one per distinct tool scope in use), the least recent going.
+SCOPES_KEPT = 64
 
 
 class RequestPlanner:
@@ -60,6 +68,29 @@ class RequestPlanner:
         self.encoder = encoder
         self.config = config
         self.memory = memory
+        self._scoped: OrderedDict[str, RequestPlanner] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def within(self, scope: ToolScope | None) -> RequestPlanner:
+        """This planner as a key with ``scope`` sees the catalog (None: the whole of it):
+        no tool outside the scope is a candidate. Made once per scope and catalog (it may
+        read a few tools from the store: call it off the event loop)."""
+        if scope is None or scope.unrestricted:
+            return self
+        key = scope.model_dump_json()
+        with self._lock:
+            held = self._scoped.get(key)
+        if held is None:
+            store = self.finder.store
+            allowed = scope.among(self.finder.index.documents, store.get_tool)
+            held = RequestPlanner(
+                self.finder.scoped(allowed), self.encoder, self.config, self.memory
+            )
+            with self._lock:
+                self._scoped[key] = held
+                while len(self._scoped) > SCOPES_KEPT:
+                    self._scoped.popitem(last=False)
+        return held
 
     async def plan(
         self,

@@ -23,7 +23,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -34,6 +34,7 @@ from redis.exceptions import RedisError
 from graph_store.models import Tool
 from proxy.errors import StoreUnavailable
 from proxy.tenancy import tenant_of
+from retriever.documents import ToolDocument
 
 SECRET_PREFIX = "tg-"
 KEYS_PATH = "/v1/toolgraph/keys"  # the admin API's (proxy/tenancy/router.py)
@@ -75,6 +76,23 @@ class ToolScope(_Model):
         if source.file.startswith(_PACK_FOLDERS) and tool.group in (self.packs or ()):
             return True
         return source.format == _MCP_FORMAT and source.file in (self.mcp_servers or ())
+
+    def among(
+        self, documents: Iterable[ToolDocument], read: Callable[[str], Tool | None]
+    ) -> frozenset[str]:
+        """The ids of the indexed tools it allows. A name is matched as it is; a tool of a
+        pack's or an MCP server's group (the group names its source) is ``read`` from
+        the store to check where it comes from, so only those few are read."""
+        sources = {*(self.packs or ()), *(self.mcp_servers or ())}
+
+        def allowed(doc: ToolDocument) -> bool:
+            if any(fnmatch.fnmatchcase(doc.name, pattern) for pattern in self.tools or ()):
+                return True
+            return (
+                doc.group in sources and (tool := read(doc.name)) is not None and self.allows(tool)
+            )
+
+        return frozenset(doc.id for doc in documents if allowed(doc))
 
 
 class KeyLimits(_Model):

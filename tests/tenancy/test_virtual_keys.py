@@ -160,20 +160,58 @@ async def test_a_keys_tool_scope_holds_on_mcp(proxy: ServerThread) -> None:
     assert "vector_operation" in [hit["name"] for hit in json.loads(text_of(everything))]
 
 
-def test_a_keys_tool_scope_holds_in_orchestrate_mode(proxy: ServerThread, brain: Brain) -> None:
+def orchestrated(server: ServerThread, key: str, text: str) -> dict[str, Any]:
+    """The trace of ``text`` orchestrated with ``key``."""
+    raw = sdk(server, key).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(text), extra_body=ORCHESTRATE
+    )
+    trace_id = raw.headers["x-toolgraph-trace-id"]
+    url = f"{server.url}/v1/toolgraph/traces/{trace_id}"
+    found: dict[str, Any] = httpx.get(url, headers=bearer(key), timeout=30).json()
+    return found
+
+
+def candidates(trace: dict[str, Any]) -> set[str]:
+    return {c["tool"] for d in trace["plan"]["decisions"] for c in d["candidates"]}
+
+
+def test_a_key_scoped_to_no_tool_plans_none(proxy: ServerThread, brain: Brain) -> None:
     nothing = create(proxy, name="no tools", scope={"tools": []})
     brain.arguments["2*pi"] = {"expression": "2*pi*50"}
-    raw = sdk(proxy, nothing["key"]).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user("Evaluate the expression 2*pi*50 numerically."),
-        extra_body=ORCHESTRATE,
+    found = orchestrated(proxy, nothing["key"], "Evaluate the expression 2*pi*50 numerically.")
+    assert candidates(found) == set()
+    assert found["calls"] == []
+
+
+CROSS = "Compute the cross product of two vectors, [1, 2, 3] and [4, 5, 6]."
+
+
+@pytest.mark.parametrize("policy", ["llm", "graph"])
+def test_a_keys_tool_scope_bounds_the_planners_candidates(
+    start_proxy: StartProxy, brain: Brain, policy: str
+) -> None:
+    """The planner never shows the model, nor plans, a tool outside the key's scope:
+    the same request from the master key is offered and runs ``vector_operation``."""
+    proxy = start_proxy(
+        master_key=MASTER, admin_key=ADMIN, upstream_api_key=UPSTREAM_KEY,
+        planner={"policy": policy},
     )  # fmt: skip
-    trace_id = raw.headers["x-toolgraph-trace-id"]
-    found = httpx.get(
-        f"{proxy.url}/v1/toolgraph/traces/{trace_id}", headers=bearer(nothing["key"]), timeout=30
-    ).json()
-    assert found["calls"]
-    assert all(call["outcome"] != "ok" for call in found["calls"])
-    assert "no tool named evaluate_expression" in json.dumps(found["calls"])
+    arguments = {"operation": "cross", "a": [1, 2, 3], "b": [4, 5, 6]}
+    brain.one_step(CROSS, "cross product", "vector_operation", arguments)
+    calculator = create(proxy, name="calculator", scope={"tools": ["evaluate_*"]})
+
+    everything = orchestrated(proxy, MASTER, CROSS)
+    assert "vector_operation" in candidates(everything)
+    if policy == "llm":
+        assert any("vector_operation" in text for stage, text in brain.prompts if stage == "pick")
+
+    brain.prompts.clear()
+    scoped = orchestrated(proxy, calculator["key"], CROSS)
+    offered = candidates(scoped)
+    assert offered
+    assert all(tool.startswith("evaluate_") for tool in offered), offered
+    assert all(call["tool"].startswith("evaluate_") for call in scoped["calls"])
+    assert not any("vector_operation" in text for _, text in brain.prompts)
 
 
 def test_the_cli_creates_lists_and_revokes_keys(
