@@ -59,6 +59,7 @@ PAGES = [
     ("#/tools/tromso_queue", "#recent-calls, h1 code"),
     ("#/playground", "#pg-input"),
     ("#/add", "#mcp-form, #tool-spec"),
+    ("#/keys", "#key-form"),
 ]
 
 

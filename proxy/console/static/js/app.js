@@ -8,6 +8,7 @@ import { catalogSearch, toolPage } from "./catalog.js";
 import { overview } from "./overview.js";
 import { playground } from "./playground.js";
 import { addTool } from "./addtool.js";
+import { keysPage } from "./keys.js";
 
 const ROUTES = [
   [/^#\/overview$/, overview],
@@ -17,6 +18,7 @@ const ROUTES = [
   [/^#\/tools\/([A-Za-z0-9_-]{1,64})$/, toolPage],
   [/^#\/playground$/, playground],
   [/^#\/add$/, addTool],
+  [/^#\/keys$/, keysPage],
 ];
 
 const main = document.getElementById("main");
