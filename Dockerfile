@@ -6,9 +6,13 @@
 #   docker build -t toolgraph:0.1.0-gpu --build-arg VARIANT=gpu .
 #
 # VARIANT=cpu  python:3.11-slim, CPU build of torch.
-# VARIANT=gpu  CUDA runtime base (cuDNN included), CUDA build of torch; the host
-#              needs the NVIDIA driver and container toolkit (Kubernetes: the
-#              NVIDIA device plugin or GPU operator).
+# VARIANT=gpu  CUDA runtime base (cuDNN included), CUDA build of torch and the [gpu]
+#              extra; the host needs the NVIDIA driver and container toolkit
+#              (Kubernetes: the NVIDIA device plugin or GPU operator).
+#
+# EXTRAS (default packs,providers) are the extras installed beside those: the tool
+# packs and litellm's translation, so the image serves every setting. A deployment
+# that only relays and selects builds a smaller image with --build-arg EXTRAS= .
 #
 # Model weights are never downloaded at start (HF_HUB_OFFLINE=1). Either mount
 # them at /opt/toolgraph/models, or bake them in from a folder of the build
@@ -19,6 +23,7 @@
 # variables or a YAML file named by TOOLGRAPH_CONFIG.
 
 ARG VARIANT=cpu
+ARG EXTRAS=packs,providers
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 
@@ -29,6 +34,7 @@ FROM ${PYTHON_IMAGE} AS py
 # Everything with a compiler lives here and stays here.
 FROM py AS build
 ARG VARIANT
+ARG EXTRAS
 ARG TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 ARG TORCH_GPU_INDEX=https://download.pytorch.org/whl/cu128
 ENV PIP_NO_CACHE_DIR=1 \
@@ -52,10 +58,13 @@ COPY proxy ./proxy
 COPY graph_store ./graph_store
 COPY retriever ./retriever
 COPY eval ./eval
-# The GPU image adds the [gpu] extra (FlagEmbedding, for retriever.model_kind bge-m3);
-# the versions are pyproject.toml's pins, which hadolint cannot see.
+# The GPU image adds the [gpu] extra (FlagEmbedding, for retriever.model_kind bge-m3) to
+# EXTRAS; the versions are pyproject.toml's pins, which hadolint cannot see.
 # hadolint ignore=DL3013
-RUN if [ "$VARIANT" = gpu ]; then pip install ".[gpu]"; else pip install .; fi
+RUN set -eux; \
+    extras="$EXTRAS"; \
+    if [ "$VARIANT" = gpu ]; then extras="gpu${extras:+,$extras}"; fi; \
+    pip install ".${extras:+[$extras]}"
 # The embedding model's ONNX graphs, exported and quantized once here rather than by
 # every container's first start (docs/cli.md, toolgraph prepare).
 ENV TOOLGRAPH_RETRIEVER__ONNX_DIR=/opt/toolgraph/onnx

@@ -76,7 +76,7 @@ tests/mcp/python/.site/.installed: tests/mcp/python/requirements.txt $(VENV)/.in
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet -e '.[packs,providers]'
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml

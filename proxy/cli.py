@@ -20,6 +20,7 @@ from graph_store.errors import GraphStoreError
 from proxy.catalog.command import served_catalog
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.errors import StoreUnavailable
+from proxy.extras import check_extras
 from proxy.logs import configure_logging, supervisor_log_config
 from proxy.mcp import command as mcp_command
 from proxy.tenancy import command as keys_command
@@ -61,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = load_settings(args.config, host=args.host, port=args.port, workers=args.workers)
+        check_extras(settings)
     except ConfigError as exc:
         print(f"toolgraph: {exc}", file=sys.stderr)
         return 2

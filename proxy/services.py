@@ -39,6 +39,7 @@ from proxy.encoder.service import EncoderService
 from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.service import ToolExecutor
+from proxy.extras import check_extras
 from proxy.logs import startup_line
 from proxy.mcp.admin import McpRegistry
 from proxy.mcp.permits import Permits
@@ -110,6 +111,7 @@ async def open_services(
     model (the encoder service) and select mode, the upstreams, the engine (tool
     sources, executor, catalog, orchestrate mode), the registries, then what serves
     requests. ``stack`` closes them in reverse."""
+    check_extras(settings)
     stack.callback(metrics.forget_process, os.getpid())
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     router = ModelRouter(settings)

@@ -39,7 +39,7 @@ from proxy.execute.service import ToolExecutor
 from proxy.mcp.catalog import is_mcp_tool
 from proxy.mcp.registered import configured_servers
 from proxy.mcp.sources import McpSources
-from proxy.tools.packs.database.catalog import database_tools
+from proxy.tools.packs import database as database_pack
 from proxy.tools.packs.knowledge_graph.catalog import knowledge_graph_tools
 from proxy.tools.packs.math.catalog import builtin_tools
 
@@ -82,7 +82,7 @@ def parse_arguments(text: str) -> dict[str, JsonValue]:
 def find_tool(settings: Settings, name: str) -> Tool:
     """``name`` among the packs' tools, else in the catalog's graph store."""
     packs = builtin_tools() if settings.orchestrate.builtin_tools else []
-    packs += database_tools(settings.packs.database)
+    packs += database_pack.configured_tools(settings.packs.database)
     packs += knowledge_graph_tools(settings.packs.knowledge_graph)
     for tool in packs:
         if tool.name == name:

@@ -7,7 +7,7 @@ import logging
 from graph_store.models import EdgeKind
 from graph_store.store import GraphStore
 from proxy.config import Settings
-from proxy.tools.packs.database.catalog import database_tools
+from proxy.tools.packs import database as database_pack
 from proxy.tools.packs.knowledge_graph.catalog import (
     EDGE_ORIGIN,
     knowledge_graph_edges,
@@ -23,7 +23,7 @@ def seed_packs(store: GraphStore, settings: Settings) -> None:
     that are missing or have changed, and the knowledge-graph pack's preconditions, into
     ``store``: what every catalog load does first (``toolgraph catalog`` too). Blocks."""
     tools = builtin_tools() if settings.orchestrate.builtin_tools else []
-    tools += database_tools(settings.packs.database)
+    tools += database_pack.configured_tools(settings.packs.database)
     tools += knowledge_graph_tools(settings.packs.knowledge_graph)
     missing = [tool for tool in tools if store.get_tool(tool.name) != tool]
     if missing:

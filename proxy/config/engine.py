@@ -4,6 +4,7 @@ planner, orchestrate mode itself."""
 from __future__ import annotations
 
 import os
+from importlib.util import find_spec
 from typing import Literal
 
 from pydantic import (
@@ -196,7 +197,8 @@ class OrchestrateSettings(Section):
     builtin_tools: bool = Field(
         default=True,
         description="Import the built-in tool pack (math and physics, runs offline) into the "
-        "catalog at start-up.",
+        "catalog at start-up. Left unset, it is off when SymPy (the `packs` extra) is not "
+        "installed; set on, the start stops without it.",
     )
     preload: bool = Field(
         default=True,
@@ -283,3 +285,11 @@ class OrchestrateSettings(Section):
     max_reused_results: int = Field(
         default=16, ge=0, le=256, description="Earlier tool results a follow-up may reuse."
     )
+
+    @model_validator(mode="after")
+    def _builtin_tools_installed(self) -> OrchestrateSettings:
+        # The math pack runs on SymPy, which the packs extra installs: unset, the pack is
+        # left out of an install without it rather than stopping a passthrough deployment.
+        if "builtin_tools" not in self.model_fields_set and find_spec("sympy") is None:
+            object.__setattr__(self, "builtin_tools", False)  # frozen: set once, while validating
+        return self

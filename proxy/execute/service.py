@@ -31,7 +31,7 @@ from proxy.execute.runner import CatalogRunner
 from proxy.execute.scheduler import Observer, Outcome, PlanRun, Scheduler
 from proxy.kv import Bound, open_key_value
 from proxy.llm import ChatModel
-from proxy.tools.packs.database.catalog import DatabasePack
+from proxy.tools.packs import database as database_pack
 from proxy.tools.packs.knowledge_graph.catalog import KnowledgeGraphPack
 from proxy.tools.packs.math.catalog import python_tools
 from proxy.tools.sandbox.runner import Sandbox
@@ -82,12 +82,14 @@ class ToolExecutor:
         self.sandbox = Sandbox(settings.sandbox_timeout, settings.sandbox_memory_mb)
         self._owns_client = client is None
         self._client = client or make_http_client(self.policy, settings)
-        self.databases = DatabasePack.open(databases)
+        self.databases = database_pack.open_pack(databases)
         python = python_tools(self.sandbox)
-        python.functions.update(self.databases.functions())
         self.graphs = KnowledgeGraphPack.open(graphs)
         python.functions.update(self.graphs.functions())
-        self.choices = {**self.databases.choices(), **self.graphs.choices()}
+        self.choices = self.graphs.choices()
+        if self.databases is not None:
+            python.functions.update(self.databases.functions())
+            self.choices.update(self.databases.choices())
         self.invoker = Invoker(HttpInvoker(self._client, settings), python, mcp)
         cache = open_key_value(redis, FIELD_LISTS)
         self.compressor = Compressor(settings.compress_chars, FieldSelector(cache))
@@ -103,7 +105,7 @@ class ToolExecutor:
             await self._client.aclose()
         await self.sandbox.aclose()
         await self.graphs.aclose()
-        if self.databases.databases:  # their pools close sockets: a blocking call
+        if self.databases is not None:  # their pools close sockets: a blocking call
             await asyncio.to_thread(self.databases.close)
 
     def runner(

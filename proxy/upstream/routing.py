@@ -58,8 +58,12 @@ class ModelRouter:
         return list(self._routes)
 
     def has_litellm_routes(self) -> bool:
+        return bool(self.litellm_labels())
+
+    def litellm_labels(self) -> list[str]:
+        """The routes (and the configured ``upstream_model``) that go through litellm."""
         targets = [*self._routes.values(), self._fallback]
-        return any(t is not None and t.via == "litellm" for t in targets)
+        return [t.label for t in targets if t is not None and t.via == "litellm"]
 
     def default_upstream(self) -> Target:
         """The upstream of unrouted names, for what is no model's call (its model list)."""

@@ -49,7 +49,7 @@ class LiteLLMUpstream:
 
     async def aclose(self) -> None:
         """Close the HTTP sessions litellm caches per event loop, if it was ever used."""
-        if "litellm" in sys.modules:
+        if sys.modules.get("litellm") is not None:  # imported (None: hidden, as uninstalled)
             from litellm.llms.custom_httpx.async_client_cleanup import (
                 close_litellm_async_clients,
             )

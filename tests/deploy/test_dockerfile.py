@@ -10,6 +10,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def test_the_files_a_run_reads_were_copied_first() -> None:
     for keyword, arg in build.instructions:
         if keyword == "COPY":
             copied |= set(shlex.split(arg)[:-1])
-        if keyword == "RUN" and "pip install ." in arg:
+        if keyword == "RUN" and re.search(r'pip install "?\.', arg):
             assert {"pyproject.toml", "README.md", "proxy"} <= copied
         if keyword == "RUN" and "pyproject.toml" in arg:
             assert "pyproject.toml" in copied
@@ -132,6 +133,34 @@ def test_the_torch_pin_is_read_from_pyproject() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert re.fullmatch(r"torch==[\w.+]+\n", result.stdout), result.stdout
+
+
+@pytest.mark.parametrize(
+    ("build_args", "installed"),
+    [
+        ({}, ".[packs,providers]"),
+        ({"VARIANT": "gpu"}, ".[gpu,packs,providers]"),
+        ({"EXTRAS": ""}, "."),
+        ({"VARIANT": "gpu", "EXTRAS": ""}, ".[gpu]"),
+    ],
+)
+def test_the_install_takes_the_variants_extras(build_args: dict[str, str], installed: str) -> None:
+    """The build stage's install line, run by sh with pip replaced by echo."""
+    global_args, stages = parse(**build_args)
+    run = next(a for k, a in stage_named(stages, "build").instructions if "$EXTRAS" in a)
+    env = {name: global_args[name] for name in ("VARIANT", "EXTRAS")}
+    result = subprocess.run(
+        ["sh", "-c", f'pip() {{ echo "$@"; }}; {run}'],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [f"install {installed}"]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    named = installed.removeprefix(".").strip("[]")
+    assert {e for e in named.split(",") if e} <= set(declared["optional-dependencies"])
 
 
 @pytest.mark.parametrize("variant", ["cpu", "gpu"])
