@@ -11,7 +11,7 @@ Select mode is measured a third way: each request with twelve tools the server h
 never seen (new names and descriptions), so the tenth pays what new tools cost once
 start-up is over, and the first is compared with that.
 
-    python -m eval.bench_first_request [--requests 10] [--restart-only]
+    python -m eval.bench_first_request [--requests 10] [--restart-only | --select-only]
     python -m eval.bench_first_request --catalog-dir DIR [--restarts 5]
 
 The first row is a restart: orchestrate on a data folder a server used before (catalog
@@ -59,6 +59,7 @@ from eval._bench_services import (
 from testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+MODES = ("select", "orchestrate")
 QUESTION = "What is the wavelength of a 2.4 GHz signal?"
 
 #: The client's own tool list in select mode: what an agent framework would send.
@@ -311,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         "--restart-only", action="store_true", help="only the restart on a used data folder"
     )
     parser.add_argument(
+        "--select-only",
+        action="store_true",
+        help="only select mode's first start on a new data folder (after ready, and at once)",
+    )
+    parser.add_argument(
         "--catalog-dir",
         type=Path,
         help="restart on this data folder (a large catalog indexed and served before) only",
@@ -333,11 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="toolgraph-first-") as folder:
         work = Path(folder)
         with fake_upstream(work) as upstream_port:
-            runs.append(measure_restart(upstream_port, work, args.requests))
-            for mode in ("select", "orchestrate") if not args.restart_only else ():
+            if not args.select_only:
+                runs.append(measure_restart(upstream_port, work, args.requests))
+            modes = () if args.restart_only else ("select",) if args.select_only else MODES
+            for mode in modes:
                 for after_ready in (True, False):
                     runs.append(measure(mode, after_ready, upstream_port, work, args.requests))
-            if not args.restart_only:
+            if not (args.restart_only or args.select_only):
                 runs.append(measure("select", True, upstream_port, work, args.requests, True))
     load_after = os.getloadavg()
     print(
