@@ -20,6 +20,7 @@ from proxy.config import Settings, load_settings
 from proxy.console import router as console_router
 from proxy.errors import InvalidRequest, NotFound, ToolgraphError
 from proxy.http_responses import error_response
+from proxy.learning import router as learning_router
 from proxy.logs import configure_logging
 from proxy.mcp import router as mcp_registry_router
 from proxy.mcp_server.router import route as mcp_route
@@ -55,6 +56,7 @@ def create_app(settings: Settings, services: AppServices | None = None) -> FastA
     app.include_router(mcp_registry_router.router)
     app.include_router(orchestrate_router.router)
     app.include_router(keys_router.router)
+    app.include_router(learning_router.router)
     app.include_router(console_router.router)
     app.router.routes.extend(console_router.pages)
     app.router.routes.append(mcp_route)

@@ -21,6 +21,7 @@ from proxy.catalog.command import served_catalog
 from proxy.config import CONFIG_FILE_ENV, ConfigError, Settings, load_settings
 from proxy.errors import StoreUnavailable
 from proxy.extras import check_extras
+from proxy.learning import command as learning_command
 from proxy.logs import configure_logging, supervisor_log_config
 from proxy.mcp import command as mcp_command
 from proxy.tenancy import command as keys_command
@@ -83,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return mcp_command.run_command(args, settings)
     if args.command in keys_command.COMMANDS:
         return keys_command.run_command(args, settings)
+    if args.command in learning_command.COMMANDS:
+        return learning_command.run_command(args, settings)
     for group in groups:
         if args.command in group.COMMANDS:
             return group.run_command(args, settings)
@@ -222,6 +225,7 @@ def _parser(groups: list[CommandGroup]) -> argparse.ArgumentParser:
     add_tool_commands(commands)
     mcp_command.add_commands(commands)
     keys_command.add_commands(commands)
+    learning_command.add_commands(commands)
     for group in groups:
         group.add_commands(commands)
     return parser

@@ -13,7 +13,7 @@ into a :class:`ChatCall` and their answers back into its own shapes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +28,9 @@ from proxy.upstream import Reply
 Rewrite = Callable[
     [ChatCompletionRequest, dict[str, Any], RequestContext], Awaitable[dict[str, Any]]
 ]
+#: What select mode reports after a whole answer: the tenant, the tools it forwarded,
+#: the ones the model called (:meth:`proxy.learning.service.Learner.observe_select`).
+ObserveTools = Callable[[str, list[str], list[str]], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True, slots=True)

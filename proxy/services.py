@@ -40,6 +40,8 @@ from proxy.errors import StoreUnavailable
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.service import ToolExecutor
 from proxy.extras import check_extras
+from proxy.learning.service import Learner
+from proxy.learning.store import open_learned_store
 from proxy.logs import startup_line
 from proxy.mcp.admin import McpRegistry
 from proxy.mcp.permits import Permits
@@ -48,7 +50,7 @@ from proxy.mcp.sources import McpSources
 from proxy.mcp_server.endpoint import McpEndpoint
 from proxy.mcp_server.requests import RequestTools
 from proxy.mcp_server.service import CatalogTools
-from proxy.modes import ChatMode, Modes, Rewrite
+from proxy.modes import ChatMode, Modes, ObserveTools, Rewrite
 from proxy.orchestrate.notices import CatalogNotices
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.service import Orchestrator
@@ -93,6 +95,7 @@ class AppServices:
     readiness: Readiness
     authenticator: Authenticator  # client keys: who a request is
     admin_key: bytes | None
+    learner: Learner  # what traffic taught each tenant (the learning admin API)
 
 
 def services_of(connection: HTTPConnection) -> AppServices:
@@ -144,7 +147,7 @@ async def open_services(
         settings.limits.max_body_bytes,
     )
     await stack.enter_async_context(endpoint.run())
-    modes = _modes(settings, router, upstreams, select, engine.orchestrator)
+    modes = _modes(settings, router, upstreams, select, engine.orchestrator, engine.learner)
     relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
     native = NativeResponses(
         router, relayed, relay, settings.upstream_responses, settings.timeouts.request
@@ -168,6 +171,7 @@ async def open_services(
         ),
         authenticator=authenticator,
         admin_key=_key_bytes(settings.admin_key),
+        learner=engine.learner,
     )
 
 
@@ -211,6 +215,7 @@ class _Engine:
     executor: ToolExecutor
     catalog: CatalogService
     orchestrator: Orchestrator
+    learner: Learner
 
 
 async def _engine(
@@ -234,13 +239,21 @@ async def _engine(
         graphs=settings.packs.knowledge_graph,
     )
     stack.push_async_callback(executor.aclose)
-    catalog = CatalogService(settings, encoders, store, mcp.available if mcp else None)
+    learner = open_learner(settings, redis)
+    available = mcp.available if mcp else None
+    catalog = CatalogService(settings, encoders, store, available, learner.evidence)
     stack.push_async_callback(catalog.aclose)
-    orchestrator = Orchestrator(
-        settings, catalog, executor, router, upstreams, Stores.open(redis, settings.orchestrate)
-    )
+    stores = Stores.open(redis, settings.orchestrate)
+    orchestrator = Orchestrator(settings, catalog, executor, router, upstreams, stores, learner)
     stack.push_async_callback(orchestrator.drain)
-    return _Engine(store, kept, mcp, executor, catalog, orchestrator)
+    return _Engine(store, kept, mcp, executor, catalog, orchestrator, learner)
+
+
+def open_learner(settings: Settings, redis: Redis | None) -> Learner:
+    """The learner over the shared Redis, else over an in-process store."""
+    options = settings.learning
+    store = open_learned_store(redis, options.max_entries, options.max_tenants)
+    return Learner(store, options, settings.secrets())
 
 
 async def _registries(
@@ -274,17 +287,19 @@ def _modes(
     upstreams: Upstreams,
     select: SelectService,
     orchestrator: Orchestrator,
+    learner: Learner,
 ) -> Modes:
     """Chat completions' modes by name. Passthrough and select are one service,
     select's with the retriever's rewrite of ``tools`` in front."""
 
-    def chat(rewrite: Rewrite | None = None) -> ChatService:
+    def chat(rewrite: Rewrite | None = None, observe: ObserveTools | None = None) -> ChatService:
         timeout = settings.timeouts.request
-        return ChatService(router, upstreams, timeout, settings.secrets(), rewrite)
+        return ChatService(router, upstreams, timeout, settings.secrets(), rewrite, observe)
 
+    learned = learner.observe_select if settings.learning.enabled else None
     services: dict[Mode, ChatMode] = {
         "passthrough": chat(),
-        "select": chat(select.rewrite),
+        "select": chat(select.rewrite, learned),
         "orchestrate": orchestrator,
     }
     return Modes(services, settings.default_mode)

@@ -51,6 +51,8 @@ _PLACES = {
     "proxy.browser_guard": "web",
     "proxy.tenancy.command": "web",
     "proxy.plan": "engine",
+    "proxy.learning": "engine",
+    "proxy.learning.command": "web",
     "proxy.execute": "engine",
     "proxy.tools": "engine",
     "proxy.tools.packs": "engine",

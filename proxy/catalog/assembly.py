@@ -9,7 +9,7 @@ restart embeds none of them again. Runs in the loader's worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from graph_store.models import Tool
@@ -19,10 +19,15 @@ from proxy.config import Settings
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
     from proxy.plan.memory import PlanMemory
+    from proxy.plan.trust import LiveEvidence
     from retriever.embedder import Encoder, Vectors
     from retriever.gate.catalog import CatalogGate
     from retriever.index import ToolIndex
     from retriever.snapshot import GateVectors
+
+
+#: A tenant's observed edge evidence (:meth:`proxy.learning.service.Learner.evidence`).
+Learned = Callable[[str], Awaitable["LiveEvidence | None"]]
 
 
 class Assembler:
@@ -30,8 +35,10 @@ class Assembler:
     cache that only grows, read by the gates it built, written only by the loader's
     thread)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, learned: Learned | None = None) -> None:
+        """``learned``: what a plan reads of its tenant's observed edges (None: nothing)."""
         self._settings = settings
+        self._learned = learned
         self._gate_vectors: dict[str, Vectors] = {}
 
     def catalog(
@@ -56,7 +63,8 @@ class Assembler:
         finder = CandidateFinder(
             store, index, weights_from(planner), mode=planner.graph_mode, clauses=clauses
         )
-        return Catalog(store, RequestPlanner(finder, remembered, planner, memory), tools, gate)
+        learned = RequestPlanner(finder, remembered, planner, memory, self._learned)
+        return Catalog(store, learned, tools, gate)
 
     def catalog_of(
         self,

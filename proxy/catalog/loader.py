@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from graph_store.models import Tool
 from graph_store.store import GraphStore, open_store
-from proxy.catalog.assembly import Assembler
+from proxy.catalog.assembly import Assembler, Learned
 from proxy.catalog.loaded import LoadedCatalog
 from proxy.catalog.packs import seed_packs
 from proxy.catalog.snapshot import Snapshots
@@ -61,10 +61,15 @@ class CatalogLoader:
     while it is down); the others are left out of the index and of what the executor
     may call. Every method blocks: the service calls them in a worker thread."""
 
-    def __init__(self, settings: Settings, available: Callable[[Tool], bool] | None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        available: Callable[[Tool], bool] | None,
+        learned: Learned | None = None,
+    ) -> None:
         self._settings = settings
         self._available = available
-        self._assembler = Assembler(settings)
+        self._assembler = Assembler(settings, learned)
         self._snapshots = Snapshots(settings, self._assembler, available)
 
     def open_store(self) -> GraphStore:

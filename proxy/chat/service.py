@@ -2,18 +2,51 @@
 
 Select mode is this service with a ``rewrite`` (:meth:`SelectService.rewrite
 <proxy.select.service.SelectService.rewrite>`) handed in where the app is wired:
-neither package imports the other.
+neither package imports the other. With ``observe`` (learning on), a whole answer's
+forwarded and called tools are reported after it is relayed, in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from proxy import json_codec
 from proxy.context import RequestContext
-from proxy.modes import ChatCall, Events, Rewrite
+from proxy.modes import ChatCall, Events, ObserveTools, Rewrite
 from proxy.upstream import ModelRouter, Reply, Target, Upstreams, relay_events, within
+
+log = logging.getLogger(__name__)
+
+
+def tool_names(body: dict[str, Any]) -> list[str]:
+    """The function tools a request forwards, by name."""
+    tools = body.get("tools")
+    found = []
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str):
+            found.append(name)
+    return found
+
+
+def called_tools(reply: Reply) -> list[str]:
+    """The tools a whole chat completion calls, by name (none in a body that is not one)."""
+    try:
+        body = json_codec.loads(reply.content)
+    except ValueError:
+        return []
+    choices = body.get("choices") if isinstance(body, dict) else None
+    called = []
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        called += tool_names({"tools": calls})
+    return called
 
 
 class ChatService:
@@ -27,8 +60,11 @@ class ChatService:
         request_timeout: float,
         secrets: Sequence[str],
         rewrite: Rewrite | None = None,
+        observe: ObserveTools | None = None,
     ) -> None:
         self._rewrite = rewrite
+        self._observe = observe
+        self._pending: set[asyncio.Task[None]] = set()
         self._router = router
         self._upstreams = upstreams
         self._request_timeout = request_timeout
@@ -37,9 +73,20 @@ class ChatService:
     async def complete(self, call: ChatCall) -> Reply:
         target, body, raw = await self._prepare(call)
         async with self._deadline():
-            return await self._upstreams.for_target(target).complete(
+            reply = await self._upstreams.for_target(target).complete(
                 target, body, raw, call.context
             )
+        if self._observe is not None and self._rewrite is not None:
+            work = self._observe(call.context.tenant, tool_names(body), called_tools(reply))
+            task = asyncio.get_running_loop().create_task(work)  # off the answer's path
+            self._pending.add(task)
+            task.add_done_callback(self._done)
+        return reply
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("select-mode tool use not recorded", exc_info=task.exception())
 
     async def stream(self, call: ChatCall) -> Events:
         """Start the upstream's stream; errors before its first byte are raised here."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from proxy.config.base import CONFIG_FILE_ENV, ENV_PREFIX, PROFILES, ConfigError, PlannerProfile
 from proxy.config.engine import (
     ExecutorSettings,
+    LearningSettings,
     OrchestrateSettings,
     PlannerSettings,
     ToolCredentialSettings,
@@ -45,6 +46,7 @@ __all__ = [
     "DatabasePackSettings",
     "ExecutorSettings",
     "KnowledgeGraphPackSettings",
+    "LearningSettings",
     "LimitsSettings",
     "McpServerSettings",
     "ModelRouteSettings",

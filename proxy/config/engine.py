@@ -293,3 +293,47 @@ class OrchestrateSettings(Section):
         if "builtin_tools" not in self.model_fields_set and find_spec("sympy") is None:
             object.__setattr__(self, "builtin_tools", False)  # frozen: set once, while validating
         return self
+
+
+class LearningSettings(Section):
+    """Learning from traffic: what answered requests teach the planner, per tenant."""
+
+    enabled: bool = Field(
+        default=False,
+        description="Record what each orchestrated request's run shows (which tool's output fed "
+        "which, and how that call went; each pick and the candidates it beat) and which "
+        "forwarded tools a select-mode reply called, per tenant, after the answer; and let the "
+        "planner's re-ranking read the tenant's observed edges. Off by default: on the replay "
+        "benchmark (docs/benchmarks.md) it does not meet its targets on every set.",
+    )
+    off_tenants: list[str] = Field(
+        default_factory=list,
+        description="Tenants (the ids the learning admin API lists) that neither record nor "
+        "read learned evidence while `enabled` is on.",
+    )
+    prior_strength: float = Field(
+        default=10.0,
+        gt=0,
+        description="How many observed transitions out of a tool weigh as much as the offline "
+        "edge trust (`proxy/plan/edge_trust.json`) about where it leads: the weight of the "
+        "prior in each edge's Beta posterior, so that a few requests cannot swing it.",
+    )
+    max_entries: int = Field(
+        default=5000,
+        gt=0,
+        description="Learned counts (edges, picks, select-mode uses) kept per tenant; past it "
+        "the least recently updated goes.",
+    )
+    max_tenants: int = Field(
+        default=1000,
+        gt=0,
+        description="Tenants whose learned state is kept; past it the one updated longest ago "
+        "is dropped whole.",
+    )
+    refresh: float = Field(
+        default=30.0,
+        ge=0,
+        description="Seconds a worker plans with a tenant's learned state before it reads it "
+        "again from the store (writes of its own refresh it at once): how late another worker "
+        "or replica's learning reaches this one.",
+    )

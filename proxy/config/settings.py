@@ -26,6 +26,7 @@ from proxy.config.base import (
 )
 from proxy.config.engine import (
     ExecutorSettings,
+    LearningSettings,
     OrchestrateSettings,
     PlannerSettings,
 )
@@ -140,6 +141,7 @@ class Settings(BaseSettings):
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings)
     planner: PlannerSettings = Field(default_factory=PlannerSettings)
     orchestrate: OrchestrateSettings = Field(default_factory=OrchestrateSettings)
+    learning: LearningSettings = Field(default_factory=LearningSettings)
     responses: ResponsesSettings = Field(default_factory=ResponsesSettings)
     packs: PacksSettings = Field(default_factory=PacksSettings)
     mcp_servers: list[McpServerSettings] = Field(

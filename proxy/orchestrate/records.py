@@ -29,6 +29,7 @@ from proxy.config import OrchestrateSettings, Settings
 from proxy.errors import StoreFull, StoreUnavailable
 from proxy.execute.service import ExecutedPlan
 from proxy.kv import Bound, KeyValue, open_key_value
+from proxy.learning.service import Learner
 from proxy.orchestrate.conversation import ConversationResults, EarlierCall, succeeded_calls
 from proxy.orchestrate.idempotency import Claim, IdempotencyKeys, Stored
 from proxy.orchestrate.traces import TraceStore, turn_trace
@@ -113,8 +114,10 @@ class TurnRecords:
     """What a turn reads (earlier results, a claimed key) and leaves behind (its
     results, its trace, its key's outcome)."""
 
-    def __init__(self, settings: Settings, stores: Stores) -> None:
+    def __init__(self, settings: Settings, stores: Stores, learner: Learner | None = None) -> None:
+        """``learner``: what each saved trace's run teaches its tenant (None: nothing)."""
         options = settings.orchestrate
+        self._learner = learner
         self._secrets = tuple(settings.secrets())
         self.traces = TraceStore(stores.traces, options.trace_ttl, self._secrets)
         self.keys = IdempotencyKeys(stores.keys, options.idempotency_ttl)
@@ -152,6 +155,13 @@ class TurnRecords:
             self._lost.lose("a trace", exc)
         except Exception:  # a bug; still, a lost trace must not fail the request
             log.exception("could not store trace %s", turn.trace_id)
+        self._learn(turn)
+
+    def _learn(self, turn: Turn) -> None:
+        """What the turn's run teaches its tenant, written in the background."""
+        executed, plan = turn.executed, turn.plan
+        if self._learner is not None and executed is not None and plan is not None:
+            self.spawn(self._learner.observe_run(turn.client, plan, executed.run))
 
     def save_trace_later(self, turn: Turn) -> None:
         """The trace of a request cancelled before it was saved, in the background."""

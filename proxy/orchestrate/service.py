@@ -19,6 +19,7 @@ from proxy.config import Settings
 from proxy.context import RequestContext
 from proxy.errors import InvalidRequest, ToolgraphError
 from proxy.execute.service import ToolExecutor
+from proxy.learning.service import Learner
 from proxy.modes import Answer, ChatCall, Events
 from proxy.orchestrate.answer import completion, with_usage
 from proxy.orchestrate.ending import TurnEnd, claim_key
@@ -44,9 +45,10 @@ class Orchestrator:
         router: ModelRouter,
         upstreams: Upstreams,
         stores: Stores,
+        learner: Learner | None = None,
     ) -> None:
         self.catalog = catalog
-        self.records = TurnRecords(settings, stores)
+        self.records = TurnRecords(settings, stores, learner)
         self.traces = self.records.traces
         self.pipeline = Pipeline(
             catalog,

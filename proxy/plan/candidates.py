@@ -15,7 +15,10 @@ by :class:`~proxy.plan.trust.EdgeTrust`: an uninformative graph leaves retrieval
 
 A finder :meth:`~CandidateFinder.scoped` to some tools (a client key's tool scope) lists
 only those, from retrieval (a mask on the index) and from the graph alike: a tool
-outside it is never a candidate, so it is never shown to the model nor planned.
+outside it is never a candidate, so it is never shown to the model nor planned. A finder
+made :meth:`~CandidateFinder.learned` for one tenant weighs each edge by that
+tenant's observed runs instead (:class:`~proxy.plan.trust.LiveEvidence`), and offers the
+tools observed after a chosen one even where the graph has no edge.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from graph_store.models import ALL_KINDS, Edge, EdgeKind, ToolRef
 from graph_store.store import GraphStore, neighbors
 from proxy.plan.model import Candidate
 from proxy.plan.order import TextOrder
-from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, load_trust
+from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, LiveEvidence, load_trust
 from retriever.clauses import with_clauses
 from retriever.dense import DenseMatrix, Mask
 from retriever.embedder import Vectors
@@ -109,6 +112,10 @@ class CandidateFinder:
         self.clauses = clauses
         self._row = {doc.id: i for i, doc in enumerate(index.documents)}
         self._name = {doc.id: doc.name for doc in index.documents}
+        self._id_of = {doc.name: doc.id for doc in index.documents}
+        self._category = {doc.id: doc.category for doc in index.documents}
+        #: One tenant's observed evidence (:meth:`learned`); None: the offline trust alone.
+        self.live: LiveEvidence | None = None
         self._specificity: dict[str, float] = {}
         self.trust = trust or (load_trust() if mode == "rerank" else None)
         self._retrieved: OrderedDict[tuple[str, int, str | None, bytes], tuple[Candidate, ...]]
@@ -136,6 +143,13 @@ class CandidateFinder:
     def _offers(self, tool_id: str) -> bool:
         """Whether ``tool_id`` may be a candidate: in the index, and in the scope."""
         return tool_id in self._row and (self._allowed is None or tool_id in self._allowed)
+
+    def learned(self, live: LiveEvidence) -> CandidateFinder:
+        """This finder re-ranking with ``live`` evidence (one tenant's, for one request);
+        its caches are shared, as nothing in them depends on the evidence."""
+        finder = copy.copy(self)
+        finder.live = live
+        return finder
 
     def text_order(self, encoder: Encoder) -> TextOrder | None:
         """The order evidence of shared texts (:mod:`proxy.plan.order`) in rerank mode,
@@ -278,22 +292,57 @@ class CandidateFinder:
                     continue
                 if category is not None and other.category != category:
                     continue
-                nats = share * self.trust.evidence(
+                offline = self.trust.evidence(
                     edge.kind,
                     self.degree(edge.src, edge.kind, edge.origin),
                     len(self._row),
                     edge.origin,
                 )
+                nats = share * self._observed(edge.src, other.id, offline)
                 score = self.trust.prior(rank.get(other.id, len(pool))) + nats
                 if nats > 0 and score > scored.get(other.id, (-math.inf, None))[0]:
                     scored[other.id] = (
                         score,
                         _edge_candidate(edge, other, score, sims[other.id], self._name),
                     )
+            for found in self._learned_successors(start, share, category, sims):
+                score = self.trust.prior(rank.get(found.tool_id, len(pool))) + found.score
+                if score > scored.get(found.tool_id, (-math.inf, None))[0]:
+                    scored[found.tool_id] = (score, replace(found, score=score))
         ordered = sorted(
             scored.values(), key=lambda item: (-item[0], rank.get(item[1].tool_id, len(pool)))
         )
         return kept_head([candidate for _, candidate in ordered], pool, k, self.kept(k))
+
+    def _observed(self, source: str, target: str, offline: float) -> float:
+        """An edge's nats as this finder's tenant observed them (``offline`` without)."""
+        if self.live is None:
+            return offline
+        names, sure = self._name, self.trust.sure if self.trust else 1.0
+        return self.live.nats(names[source], names[target], offline, len(self._row), sure)
+
+    def _learned_successors(
+        self, start: set[str], share: float, category: str | None, sims: Mapping[str, float]
+    ) -> list[Candidate]:
+        """The tools the tenant ran after one of ``start`` where the graph has no edge
+        from it (such a pair's prior is no evidence: 0 nats), each scored by its nats."""
+        if self.live is None:
+            return []
+        found = []
+        for source in start:
+            name = self._name.get(source, source)
+            joined = {other.id for _, other in self.store.edge_rows({source}, ALL_KINDS, "out")}
+            for target in self.live.successors(name):
+                other = self._id_of.get(target)
+                if other is None or other in start or other in joined or not self._offers(other):
+                    continue
+                if category is not None and self._category[other] != category:
+                    continue
+                sure = self.trust.sure if self.trust else 1.0
+                nats = share * self.live.nats(name, target, 0.0, len(self._row), sure)
+                if nats > 0:
+                    found.append(Candidate(target, other, nats, sims[other], "learned", via=name))
+        return found
 
     def kept(self, k: int) -> int:
         """How many of retrieval's first tools a list of ``k`` always holds: ``keep`` of

@@ -17,7 +17,8 @@ from graph_store.models import ALL_KINDS, EdgeKind, Tool
 from graph_store.store import GraphStore
 from proxy.execute.plan import NODE_ID_PATTERN, Binding, PlanNode, ToolPlan
 
-Source = Literal["retrieval", "graph"]
+#: ``learned``: a tool the tenant ran after the one before, where the graph has no edge.
+Source = Literal["retrieval", "graph", "learned"]
 _ID = re.compile(NODE_ID_PATTERN)
 
 

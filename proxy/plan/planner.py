@@ -23,10 +23,11 @@ its Qdrant client's own thread.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from graph_store.errors import GraphStoreError
@@ -43,6 +44,7 @@ from proxy.plan.prompting import PlanningFailed
 from proxy.plan.search import DepthFirstSearch, search_with_reflection
 from proxy.plan.triage import CLOSEST as TRIAGE_CLOSEST
 from proxy.plan.triage import tool_line, triage
+from proxy.plan.trust import LiveEvidence
 from proxy.tenancy.keys import ToolScope
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import RetrieverError, VectorStoreError
@@ -63,11 +65,14 @@ class RequestPlanner:
         encoder: Encoder,
         config: PlannerSettings,
         memory: PlanMemory | None = None,
+        learned: Callable[[str], Awaitable[LiveEvidence | None]] | None = None,
     ) -> None:
+        """``learned``: a client scope's observed edge evidence (None: none for it)."""
         self.finder = finder
         self.encoder = encoder
         self.config = config
         self.memory = memory
+        self.learned = learned
         self._scoped: OrderedDict[str, RequestPlanner] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -84,7 +89,7 @@ class RequestPlanner:
             store = self.finder.store
             allowed = scope.among(self.finder.index.documents, store.get_tool)
             held = RequestPlanner(
-                self.finder.scoped(allowed), self.encoder, self.config, self.memory
+                self.finder.scoped(allowed), self.encoder, self.config, self.memory, self.learned
             )
             with self._lock:
                 self._scoped[key] = held
@@ -110,12 +115,24 @@ class RequestPlanner:
         """
         try:
             config = self.config.for_profile(profile)
-            plan = await self._plan(conversation, model, scope, config, exclude)
+            planner = await self._learned_by(scope)
+            plan = await planner._plan(conversation, model, scope, config, exclude)
             await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
             return plan
         except (GraphStoreError, RetrieverError) as exc:
             log.warning("no plan: the catalog is unavailable: %s", exc)
             return Plan([], {}, "none", notes=[f"no plan: the catalog is unavailable: {exc}"])
+
+    async def _learned_by(self, scope: str | None) -> RequestPlanner:
+        """This planner, its finder re-ranking with ``scope``'s learned evidence if any."""
+        if self.learned is None or scope is None:
+            return self
+        live = await self.learned(scope)
+        if live is None:
+            return self
+        planner = copy.copy(self)
+        planner.finder = self.finder.learned(live)
+        return planner
 
     async def _plan(
         self,

@@ -201,4 +201,6 @@ def _reason(pick: Candidate) -> str:
             f"best score {pick.score:.3f}: similarity {pick.similarity:.3f} and a "
             f"{pick.edge.value} edge (weight {pick.weight:.2f}) from the tool before"
         )
+    if pick.source == "learned":
+        return f"best score {pick.score:.3f}: this client's runs went to it after {pick.via}"
     return f"best {pick.source} match (similarity {pick.similarity:.3f})"

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from graph_store.ingest.catalog import FORMATS
 from graph_store.models import EdgeKind
@@ -99,6 +100,24 @@ class EdgeTrust:
         if self.order:
             data["order"] = self.order
         return data
+
+
+class LiveEvidence(Protocol):
+    """The edge evidence one tenant's traffic has updated (:mod:`proxy.learning`): the
+    offline evidence of an edge is its prior, what the tenant's runs showed moves it.
+    Tools are named as plans name them (catalog names)."""
+
+    def nats(self, source: str, target: str, offline: float, catalog: int, sure: float) -> float:
+        """The evidence for ``target`` after ``source``, ``offline`` nats before any
+        traffic (0 for a pair the graph does not join), in a catalog of ``catalog``
+        tools, where a share ``sure`` of the picks an edge leaves from are right (as
+        :meth:`EdgeTrust.evidence`); exactly ``offline`` when the tenant never ran
+        ``source`` before a tool."""
+        ...
+
+    def successors(self, source: str) -> Collection[str]:
+        """The tools observed after ``source`` in the tenant's runs."""
+        ...
 
 
 def load_trust(path: Path = DEFAULT_PATH) -> EdgeTrust:
