@@ -53,6 +53,11 @@ class Reranker:
         threads: int = 1,
         precision: Precision = "int8",
     ) -> None:
+        from retriever.embedder import limit_blas
+
+        # MaxSim is one small product a request; with OpenBLAS's own threads spinning on
+        # busy cores it took 28 ms instead of 0.3 ms (docs/benchmarks.md, "Retrieval").
+        limit_blas(threads)
         self.model = model
         self.weights = weights
         self.encoder = TokenEncoder(model, weights, folder, threads=threads, precision=precision)

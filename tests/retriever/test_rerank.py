@@ -110,6 +110,27 @@ def test_first_stage_weight_moves_a_near_tie_and_not_a_clear_winner(reranker: Re
     assert TOOLS[order[0]].id == "flights"
 
 
+def test_a_reranker_keeps_numpy_s_blas_to_its_threads(query_precision: str) -> None:
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads()
+    try:
+        threadpool_limits(limits=2, user_api="blas")
+        Reranker(
+            bundled_model_path(),
+            load_weights(),
+            ONNX_DIR,
+            first_stage_weight=0.0,
+            precision=query_precision,  # type: ignore[arg-type]
+        )
+        assert blas_threads() == {1}
+    finally:
+        threadpool_limits(limits=max(before), user_api="blas")
+
+
 def test_maxsim_is_the_mean_over_query_tokens_of_the_best_tool_token() -> None:
     rng = np.random.default_rng(3)
     query = rng.normal(size=(4, 8)).astype(np.float32)
