@@ -1,0 +1,334 @@
+"""Retrieval by stage on data nothing in the row was fitted on: docs/benchmarks.md's table.
+
+Rows: each of the eight training sets left out (its first stage's adapter trained on
+the other seven, :func:`eval.retrieval_folds.fold_matrix`), then toolbench_stable and
+Seal-Tools (unseen: the shipped adapter; every relevant tool of the sampled queries
+plus a seeded sample of the others). Columns: BM25, the first stage (what ships), the
+first stage with each tool's template questions as extra rows, and the shipped
+late-interaction reranker over the first stage's top 30 (trained on six of the
+training sets, ``retriever.finetune.late.HELD_OUT`` are the two it never read).
+
+Each set's queries are also searched under a grid of fusion weights and BM25 settings;
+``--choose`` picks, for every row, the grid point with the best mean NDCG@5 over the
+*other* training sets (nested leave-one-out), so no row's figure chose its own setting.
+
+Per stage, the time a query spends in it (p50 over the set's queries, one at a time,
+the encoder on ``cpu_threads``) is kept beside the scores::
+
+    python -m eval.seal_beir $EVAL_DATA/extras/seal_tools .cache/retriever/seal_beir
+    nice -n 10 python -m eval.retrieval_table --json eval/results/retrieval_table.json
+    python -m eval.retrieval_table --plot docs/retrieval_table.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.data_folder import dataset
+from eval.retrieval import _encode_queries
+from eval.retrieval_folds import fold_matrix
+from eval.retrieval_rerank import Set, metrics, unseen_set
+from retriever.adapter import AdaptedEncoder, Adapter
+from retriever.bulk import embed_documents
+from retriever.config import RetrieverConfig
+from retriever.documents import corpus_fields, make_document
+from retriever.embedder import Encoder, bundled_model_path, load_encoder
+from retriever.expansion import questions
+from retriever.finetune.data import TRAIN_SETS, _json_lines, load_set, read_set
+from retriever.finetune.late import HELD_OUT
+from retriever.index import RERANK_DEPTH, ExtraRows, ToolIndex
+from retriever.rerank.reranker import Reranker, maxsim
+from retriever.rerank.weights import load_weights
+
+#: Fusion weights (dense share of ``fusion_method: scores``) and BM25 (k1, b) searched.
+DENSE_WEIGHTS = (0.5, 0.6, 0.7, 0.8, 0.9)
+BM25_SETTINGS = ((1.5, 0.75), (1.2, 0.75), (0.9, 0.4), (1.5, 0.4), (2.0, 0.75))
+SHIPPED = RetrieverConfig()
+STAGES = ("bm25", "first", "expanded", "rerank")
+NAMES = {
+    "sgd": "SGD",
+    "gorilla_apibench": "APIBench",
+    "gorilla_apizoo": "API Zoo",
+    "callnavi": "CallNavi",
+    "api_bank": "API-Bank",
+    "toolalpaca": "ToolAlpaca",
+    "tooleyes": "ToolEyes",
+    "tooltalk": "ToolTalk",
+    "seal_beir": "Seal-Tools",
+}
+
+
+def left_out_set(folder: Path, limit: int) -> Set:
+    """A training set as the leave-one-out experiments read it (at most 1,000 queries and
+    1,200 tools, every relevant one kept), then ``limit`` of its queries (seeded)."""
+    raw = read_set(folder)
+    rows = {str(r["_id"]): r for r in _json_lines(folder / "corpus.jsonl")}
+    picked = sorted(
+        random.Random(0).sample(range(len(raw.query_ids)), min(limit, len(raw.query_ids)))
+    )
+    return Set(
+        folder.name,
+        [corpus_fields(rows[d]) for d in raw.doc_ids],
+        [raw.query_texts[i] for i in picked],
+        [{raw.doc_ids[j]: 1 for j in raw.positives[i]} for i in picked],
+    )
+
+
+def fold_encoders(train_dir: Path, base: Encoder, cache: Path) -> dict[str, Encoder]:
+    """Each training set's encoder: the base encoder behind an adapter trained without it."""
+    sets = [load_set(train_dir / n, base, cache_dir=cache, progress=False) for n in TRAIN_SETS]
+    return {
+        name: AdaptedEncoder(
+            base,
+            Adapter(fold_matrix(sets, name, cache), base.name.split(":onnx-")[0], f"fold-{name}"),
+        )
+        for name in TRAIN_SETS
+    }
+
+
+def _p50(seconds: Sequence[float]) -> float:
+    return round(1000 * float(np.median(seconds)), 2) if seconds else 0.0
+
+
+def score_set(data: Set, encoder: Encoder, reranker: Reranker, cache: Path) -> dict[str, Any]:
+    """Every stage's NDCG@5 / Recall@5 and time, and the first stage over the grid."""
+    documents = [make_document(f) for f in data.fields]
+    vectors = embed_documents(
+        encoder, [d.text for d in documents], cache_dir=cache, label=f"{data.name} tools"
+    )
+    written = [questions(f) for f in data.fields]
+    owners = np.repeat(np.arange(len(written)), [len(q) for q in written]).astype(np.intp)
+    extra = ExtraRows(
+        embed_documents(
+            encoder,
+            [q for qs in written for q in qs],
+            cache_dir=cache,
+            label=f"{data.name} questions",
+        ),
+        owners,
+    )
+    plain = ToolIndex.from_config(documents, vectors, SHIPPED)
+    expanded = ToolIndex.from_config(documents, vectors, SHIPPED, extra=extra)
+    timing: dict[str, list[float]] = {
+        k: [] for k in ("bm25", "embed", "search", "expansion", "rerank")
+    }
+    runs: dict[str, list[list[str]]] = {k: [] for k in ("bm25", "first", "expanded", "rerank")}
+    query_rows = []
+    for text in data.query_texts:
+        started = time.perf_counter()
+        runs["bm25"].append([h.id for h in plain.search(None, text, 10, method="bm25")])
+        timing["bm25"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        rows = _encode_queries(encoder, [text], clauses=True)[0]
+        timing["embed"].append(time.perf_counter() - started)
+        query_rows.append(rows)
+        started = time.perf_counter()
+        hits = plain.search(rows, text, RERANK_DEPTH, method="hybrid", rerank=False)
+        timing["search"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        runs["expanded"].append([h.id for h in expanded.search(rows, text, 10, method="hybrid")])
+        timing["expansion"].append(time.perf_counter() - started - timing["search"][-1])
+        runs["first"].append([h.id for h in hits])
+        tools = [
+            t.astype(np.float32)
+            for t in reranker.tool_tokens([documents[plain._row_of_id[h.id]].text for h in hits])
+        ]
+        started = time.perf_counter()
+        combined = maxsim(
+            reranker.query_tokens(text), tools
+        ) + SHIPPED.rerank_first_stage_weight * np.asarray(
+            [h.score for h in hits], dtype=np.float32
+        )
+        timing["rerank"].append(time.perf_counter() - started)
+        runs["rerank"].append([hits[i].id for i in np.argsort(-combined, kind="stable")])
+    result: dict[str, Any] = {"tools": len(documents), "queries": len(data.query_texts)}
+    result.update({k: metrics(v, data.relevant) for k, v in runs.items()})
+    result["p50_ms"] = {k: _p50(v) for k, v in timing.items()}
+    result["grid"] = grid_scores(documents, vectors, data, query_rows)
+    return result
+
+
+def grid_scores(
+    documents: list[Any], vectors: Any, data: Set, rows: list[Any]
+) -> dict[str, dict[str, float]]:
+    """The first stage's scores at every fusion weight and BM25 setting of the grid."""
+    out = {}
+    for (k1, b), weight in itertools.product(BM25_SETTINGS, DENSE_WEIGHTS):
+        config = SHIPPED.model_copy(update={"dense_weight": weight, "bm25_k1": k1, "bm25_b": b})
+        index = ToolIndex.from_config(documents, vectors, config)
+        ranked = [
+            [h.id for h in index.search(r, t, 10, method="hybrid")]
+            for r, t in zip(rows, data.query_texts, strict=True)
+        ]
+        out[grid_key(weight, k1, b)] = metrics(ranked, data.relevant)
+    return out
+
+
+def grid_key(weight: float, k1: float, b: float) -> str:
+    return f"w{weight}:k1={k1}:b={b}"
+
+
+def _setting(key: str) -> str:
+    weight, k1, b = key.split(":")
+    return f"{weight[1:]}, k1 {k1[3:]}, b {b[2:]}"
+
+
+def choose(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """For each row, the grid point with the best mean NDCG@5 over the training sets other
+    than the row's own, and the row's scores there."""
+    trained = [n for n in report if n.startswith("left_out:")]
+    chosen = {}
+    for row, result in report.items():
+        if "grid" not in result:
+            continue
+        others = [n for n in trained if n != row]
+        if not others:
+            continue
+        best = max(
+            result["grid"], key=lambda g: np.mean([report[n]["grid"][g]["ndcg@5"] for n in others])
+        )
+        chosen[row] = {"setting": best, **result["grid"][best]}
+    return chosen
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [n for n in report if "bm25" in report[n]]
+    stages = (
+        ("bm25", "BM25"),
+        ("first", "first stage"),
+        ("expanded", "+ expansion"),
+        ("rerank", "+ reranker"),
+    )
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(11, 4.2))
+    for i, (key, label) in enumerate(stages):
+        bars = ax.bar(
+            x + (i - 1.5) * 0.2, [report[r][key]["ndcg@5"] for r in rows], 0.2, label=label
+        )
+        if key == "rerank":  # hatched where the reranker trained on the set
+            for bar, row in zip(bars, rows, strict=True):
+                bar.set_hatch("//" if report[row].get("reranker_trained_on_it") else "")
+    target = [min(100.0, 1.5 * report[r]["bm25"]["ndcg@5"]) for r in rows]
+    ax.scatter(x, target, marker="_", s=300, color="black", label="1.5 x BM25 (target)", zorder=3)
+    names = [NAMES.get(r.split(":", 1)[1], r.split(":", 1)[1]) for r in rows]
+    ax.set_xticks(x, names, rotation=25, ha="right")
+    ax.set_ylabel("NDCG@5 (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(
+        "Retrieval by stage: training sets left out, then unseen (hatched: reranker trained on it)"
+    )
+    ax.legend(ncol=5, fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
+    """The docs' table: each stage's NDCG@5 / Recall@5, the first stage over BM25, the
+    grid point chosen without the row, and the gate's left-out accuracy (recall)."""
+    lines = [
+        "| set | tools | queries | BM25 | first stage | + expansion | + reranker | first / BM25 "
+        "| chosen without it | gate accuracy (recall) | load |",
+        "|---|---:|---:|---|---|---|---|---:|---|---|---:|",
+    ]
+    for name, row in report.items():
+        if "bm25" not in row:
+            continue
+        kind, set_name = name.split(":", 1)
+        label = NAMES.get(set_name, set_name)
+        cells = [f"{row[k]['ndcg@5']:.1f} / {row[k]['recall@5']:.1f}" for k in STAGES]
+        if row.get("reranker_trained_on_it"):
+            cells[-1] += " *"
+        chosen = report.get("chosen", {}).get(name)
+        chosen_cell = f"{chosen['ndcg@5']:.1f} ({_setting(chosen['setting'])})" if chosen else "-"
+        source = gate.get("sources", {}).get(set_name)
+        held = source["gate"] if source else None
+        gate_cell = f"{held['accuracy']:.3f} ({held['recall']:.3f})" if held else "-"
+        ratio = row["first"]["ndcg@5"] / max(row["bm25"]["ndcg@5"], 1e-9)
+        lines.append(
+            f"| {label} ({kind.replace('_', ' ')}) | {row['tools']} | {row['queries']} | "
+            + " | ".join(cells)
+            + f" | {ratio:.2f}x | {chosen_cell} | {gate_cell} | {row['load_average']} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train-dir", type=Path, default=dataset("train"))
+    parser.add_argument(
+        "--unseen",
+        type=Path,
+        nargs="*",
+        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
+    )
+    parser.add_argument("--queries", type=int, default=200, help="queries a set (seeded)")
+    parser.add_argument("--distractors", type=int, default=2000, help="unseen sets' other tools")
+    parser.add_argument("--cache-dir", type=Path, default=Path(".cache/retriever/embeddings"))
+    parser.add_argument("--only", default="", help="rows to run, comma-separated")
+    parser.add_argument("--json", type=Path, default=Path("eval/results/retrieval_table.json"))
+    parser.add_argument("--plot", type=Path, default=None, help="draw the JSON's table and stop")
+    parser.add_argument("--markdown", action="store_true", help="print the JSON's table and stop")
+    parser.add_argument("--gate", type=Path, default=Path("eval/results/gate.json"))
+    args = parser.parse_args()
+    report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
+    if args.plot:
+        plot(report, args.plot)
+        return
+    if args.markdown:
+        print(markdown(report, json.loads(args.gate.read_text()) if args.gate.is_file() else {}))
+        return
+    base = load_encoder(RetrieverConfig(adapter=False))
+    shipped = load_encoder(SHIPPED)
+    folds = fold_encoders(args.train_dir, base, args.cache_dir)
+    reranker = Reranker(
+        bundled_model_path(),
+        load_weights(None),
+        Path(".cache/retriever/onnx"),
+        first_stage_weight=0.0,
+    )
+    rows: dict[str, tuple[Callable[[], Set], Encoder]] = {
+        **{
+            f"left_out:{n}": (partial(left_out_set, args.train_dir / n, args.queries), folds[n])
+            for n in TRAIN_SETS
+        },
+        **{
+            f"unseen:{f.name}": (partial(unseen_set, f, args.distractors, args.queries), shipped)
+            for f in args.unseen
+        },
+    }
+    only = {s for s in args.only.split(",") if s}
+    for name, (make, encoder) in rows.items():
+        if only and name not in only:
+            continue
+        started = time.perf_counter()
+        result = score_set(make(), encoder, reranker, args.cache_dir)
+        result["reranker_trained_on_it"] = (
+            name.startswith("left_out:") and name.split(":")[1] not in HELD_OUT
+        )
+        result["load_average"] = round(os.getloadavg()[0], 1)
+        result["seconds"] = round(time.perf_counter() - started)
+        report[name] = result
+        print(name, json.dumps({k: v for k, v in result.items() if k != "grid"}), flush=True)
+        report["chosen"] = choose({k: v for k, v in report.items() if k != "chosen"})
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""The table's nested choice: no row's setting is chosen on the row itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval.retrieval_table import choose
+
+
+def _row(**ndcg: float) -> dict[str, Any]:
+    return {"grid": {g: {"ndcg@5": v, "recall@5": v} for g, v in ndcg.items()}}
+
+
+def test_each_row_takes_the_setting_best_on_the_other_training_sets() -> None:
+    report = {
+        "left_out:a": _row(x=90.0, y=10.0),  # alone it would pick x
+        "left_out:b": _row(x=10.0, y=60.0),
+        "left_out:c": _row(x=20.0, y=50.0),
+        "unseen:u": _row(x=99.0, y=1.0),
+    }
+    chosen = choose(report)
+    # a is scored at what b and c prefer, not at its own best.
+    assert chosen["left_out:a"] == {"setting": "y", "ndcg@5": 10.0, "recall@5": 10.0}
+    # b: a and c mean x 55, y 30.
+    assert chosen["left_out:b"]["setting"] == "x"
+    # An unseen row is chosen on every training row (x 40, y 40: the first best wins).
+    assert chosen["unseen:u"]["setting"] == "x"
+    assert "unseen:u" not in {r for r in report if r.startswith("left_out:")}
+
+
+def test_an_unseen_row_never_chooses_for_itself() -> None:
+    report = {"left_out:a": _row(x=1.0, y=2.0), "unseen:u": _row(x=100.0, y=0.0)}
+    assert choose(report)["unseen:u"]["setting"] == "y"
