@@ -138,6 +138,25 @@ def function_fields(function: Mapping[str, JsonValue], id: str) -> ToolFields:
     )
 
 
+def function_name(tool: JsonValue) -> str | None:
+    """A function tool's name, in Chat Completions' nested form or the Responses API's flat
+    one; None for a tool of any other type."""
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        return None
+    function = tool.get("function")
+    name = function.get("name") if isinstance(function, dict) else tool.get("name")
+    return name if isinstance(name, str) else None
+
+
+def forced_name(tool_choice: JsonValue) -> str | None:
+    """The function a Chat Completions ``tool_choice`` names, if it names one."""
+    if isinstance(tool_choice, dict):
+        function = tool_choice.get("function")
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            return str(function["name"])
+    return None
+
+
 def schema_params(schema: Mapping[str, JsonValue]) -> tuple[Param, ...]:
     properties = schema.get("properties")
     if not isinstance(properties, dict):

@@ -30,11 +30,12 @@ from pydantic import JsonValue
 
 from graph_store.names import is_valid_name
 from retriever.batching import BatchingEmbedder
-from retriever.clauses import best_scores, split_clauses
+from retriever.clauses import split_clauses
 from retriever.config import RetrieverConfig
 from retriever.conversation import conversation_query
-from retriever.documents import document_text, function_fields
+from retriever.documents import document_text, forced_name, function_fields, function_name
 from retriever.errors import InvalidTools
+from retriever.tool_ranking import Ranking, ToolRanker
 
 ToolSpec = dict[str, JsonValue]
 
@@ -63,6 +64,7 @@ class ToolSelector:
     def __init__(self, embedder: BatchingEmbedder, config: RetrieverConfig) -> None:
         self._embedder = embedder
         self._config = config
+        self._ranker = ToolRanker(config)
 
     async def select(
         self,
@@ -72,10 +74,10 @@ class ToolSelector:
         tool_choice: JsonValue = None,
     ) -> Selection:
         if len(tools) > INLINE_TOOLS:  # thousands of tools: milliseconds per hundred
-            functions, texts = await asyncio.to_thread(tool_documents, tools)
+            functions, texts = await asyncio.to_thread(self._documents, tools)
         else:
-            functions, texts = tool_documents(tools)
-        forced = _forced_name(tool_choice)
+            functions, texts = self._documents(tools)
+        forced = forced_name(tool_choice)
         if forced is not None and forced not in {name for name, _ in functions}:
             raise InvalidTools(
                 f"tool_choice names the function {forced!r}, which is not in tools",
@@ -86,29 +88,39 @@ class ToolSelector:
         # The clauses join the query's pass: a request of one clause embeds one text.
         vectors = await self._embedder.embed([query or " ", *clauses, *texts])
         rows = 1 + len(clauses)
-        scores = best_scores(vectors[rows:], vectors[0] if rows == 1 else vectors[:rows])
-        keep = _choose(scores, options, [name for name, _ in functions], forced)
+        query_rows = vectors[0] if rows == 1 else vectors[:rows]
+        ranking = self._ranker.rank(query_rows, query, texts, vectors[rows:])
+        keep = choose_tools(ranking, options, [name for name, _ in functions], forced)
         kept_names = {functions[i][0] for i in keep}
         forwarded: list[ToolSpec] = []
         trimmed = 0
         position = {name: i for i, (name, _) in enumerate(functions)}
         for tool in tools:
             assert isinstance(tool, dict)
-            name = _function_name(tool)
+            name = function_name(tool)
             if name is None:
                 forwarded.append(tool)  # not a function tool: nothing to rank
             elif name in kept_names:
                 copy_, count = await self._trim_enums(tool, query, vectors[0])
                 forwarded.append(copy_)
                 trimmed += count
-        ranked = sorted(kept_names, key=lambda n: -scores[position[n]])
+        place = {row: number for number, row in enumerate(ranking.order)}
+        ranked = [functions[i][0] for i in sorted(keep, key=place.__getitem__)]
         return Selection(
             tools=forwarded,
             kept=ranked,
-            scores={n: round(float(scores[position[n]]), 4) for n in ranked},
+            scores={n: round(float(ranking.cosines[position[n]]), 4) for n in ranked},
             offered=len(tools),
             trimmed_enums=trimmed,
         )
+
+    def _documents(
+        self, tools: Sequence[JsonValue]
+    ) -> tuple[list[tuple[str, ToolSpec]], list[str]]:
+        """:func:`tool_documents`, and the list's BM25 index ready for the ranking."""
+        functions, texts = tool_documents(tools)
+        self._ranker.prepare(texts)
+        return functions, texts
 
     async def _trim_enums(
         self, tool: ToolSpec, query: str, query_vector: np.ndarray
@@ -207,24 +219,18 @@ def _check_schema(schema: JsonValue, param: str) -> None:
         raise InvalidTools(f"{param} {problem}", param=param)
 
 
-def _choose(
-    scores: np.ndarray, options: SelectOptions, names: list[str], forced: str | None
+def choose_tools(
+    ranking: Ranking, options: SelectOptions, names: list[str], forced: str | None
 ) -> list[int]:
-    order = [int(i) for i in np.argsort(-scores, kind="stable")]
+    """The rows to forward: the ranking's first ``top_k`` whose cosine passes the
+    threshold, at least ``min_tools`` of its first ones, and the one ``forced`` names."""
+    order, scores = ranking.order, ranking.cosines
     keep = [i for i in order[: options.top_k] if scores[i] >= options.threshold]
     if len(keep) < options.min_tools:
         keep = order[: min(options.min_tools, options.top_k, len(order))]
     if forced is not None and names.index(forced) not in keep:
         keep.append(names.index(forced))
     return keep
-
-
-def _forced_name(tool_choice: JsonValue) -> str | None:
-    if isinstance(tool_choice, dict):
-        function = tool_choice.get("function")
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            return str(function["name"])
-    return None
 
 
 def _properties(tool: ToolSpec) -> dict[str, Any]:
@@ -247,11 +253,3 @@ def _copy_to_properties(tool: ToolSpec) -> tuple[ToolSpec, dict[str, Any]]:
     parameters["properties"] = properties
     function["parameters"] = parameters
     return {**tool, "function": function}, properties
-
-
-def _function_name(tool: ToolSpec) -> str | None:
-    function = tool.get("function")
-    if tool.get("type") != "function" or not isinstance(function, dict):
-        return None
-    name = function.get("name")
-    return name if isinstance(name, str) else None

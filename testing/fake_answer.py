@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from testing.fake_cache import Seen
 from testing.fake_script import FakeToolCall, Script
 
 
@@ -16,9 +17,16 @@ class Answer:
     """One scripted answer, as a whole completion or as OpenAI's stream of chunks."""
 
     def __init__(
-        self, script: Script, request: dict[str, Any], number: int, text_api: bool = False
+        self,
+        script: Script,
+        request: dict[str, Any],
+        number: int,
+        text_api: bool = False,
+        seen: Seen | None = None,
     ) -> None:
+        """``seen``: what the prompt cache found for the prompt (reported in ``usage``)."""
         self.script = script
+        self.seen = seen
         self.request = request
         self.text_api = text_api  # /v1/completions: a prompt in, choices of text out
         self.id = f"{'cmpl' if text_api else 'chatcmpl'}-fake{number:06d}"
@@ -31,13 +39,20 @@ class Answer:
             for i, c in enumerate(script.tool_calls)
         ]
 
-    def usage(self) -> dict[str, int]:
+    def usage(self) -> dict[str, Any]:
         prompt, completion = self.script.usage or self._counted()
-        return {
+        seen = self.seen
+        if seen is not None and seen.tokens is not None and self.script.usage is None:
+            prompt = seen.tokens
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
         }
+        if seen is not None:
+            cached = seen.cached if seen.cached is not None else int(prompt * seen.share)
+            usage["prompt_tokens_details"] = {"cached_tokens": min(cached, prompt)}
+        return usage
 
     def _counted(self) -> tuple[int, int]:
         """Words as tokens: the prompt's messages (or text prompt), the answer's text."""

@@ -8,7 +8,8 @@ the Responses API (:mod:`testing.fake_responses`). Each request takes the script
 :attr:`FakeUpstream.responder` picks for it (a test's function of the request body,
 for answers that depend on what was asked, such as parallel calls), else the next
 queued :class:`Script`, else the default one, and is answered as OpenAI's API would:
-a plain answer, streamed chunks with ``usage``, tool calls in both forms, an error,
+a plain answer, streamed chunks with ``usage`` (its ``cached_tokens`` from the prompts it
+saw before, :mod:`testing.fake_cache`), tool calls in both forms, an error,
 or a slow or hung answer. Every request is recorded (unless ``record=False``, as the
 command line runs it) so a test can check what reached the upstream. The answers
 themselves are made in :mod:`testing.fake_answer`, the HTTP framing in
@@ -32,6 +33,7 @@ from typing import Any
 from proxy import json_codec
 from testing import fake_responses
 from testing.fake_answer import Answer
+from testing.fake_cache import PromptCache
 from testing.fake_endpoints import embeddings, model_list, moderations
 from testing.fake_script import FakeToolCall, Script
 from testing.fake_wire import drop, read_body, send, send_json
@@ -65,6 +67,8 @@ class FakeUpstream:
         # POST /v1/responses: a 404 (a chat-only upstream, as most are) unless True
         self.speaks_responses = False
         self.stored_responses: dict[str, bytes] = {}  # its whole answers, by id
+        # The prefix of each chat prompt it saw before: usage's cached_tokens
+        self.prompt_cache = PromptCache()
         self._queue: deque[Script] = deque()
         self._ids = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -85,6 +89,7 @@ class FakeUpstream:
         self.models = list(_MODELS)
         self.speaks_responses = False
         self.stored_responses.clear()
+        self.prompt_cache.clear()
         self._queue.clear()
         self.requests.clear()
         self.disconnects = 0
@@ -223,7 +228,9 @@ class FakeUpstream:
             return True
         if route == "/responses":
             return await self._answer_responses(reader, writer, script, request, number)
-        answer = Answer(script, request, number, text_api=route == "/completions")
+        text_api = route == "/completions"
+        seen = None if text_api else self.prompt_cache.see(request)
+        answer = Answer(script, request, number, text_api=text_api, seen=seen)
         if not request.get("stream"):
             await send_json(writer, 200, answer.completion(), script.headers)
             return True

@@ -27,7 +27,14 @@ from proxy.protocol.relayed import Endpoint, RelayedRequest
 
 # --- the request -----------------------------------------------------------------------
 
-ITEM_TYPES = ("message", "function_call", "function_call_output", "reasoning")
+ITEM_TYPES = (
+    "message",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "tool_search_call",
+    "tool_search_output",
+)
 
 
 class InputMessage(_Wire):
@@ -69,6 +76,16 @@ class ReasoningInputItem(_Wire):
     id: str | None = None
 
 
+class ToolSearchInputItem(_Wire):
+    """A hosted tool search's call or output sent back with the conversation: the chat
+    upstream has no place for it, and the next turn's search (select mode over the same
+    conversation) loads the tools again, the ones loaded before kept in place."""
+
+    type: Literal["tool_search_call", "tool_search_output"]
+    id: str | None = None
+    call_id: str | None = None
+
+
 def _item_type(value: Any) -> str | None:
     if isinstance(value, dict):
         kind = value.get("type", "message")
@@ -80,7 +97,9 @@ InputItem = Annotated[
     Annotated[InputMessage, Tag("message")]
     | Annotated[FunctionCallItem, Tag("function_call")]
     | Annotated[FunctionCallOutputItem, Tag("function_call_output")]
-    | Annotated[ReasoningInputItem, Tag("reasoning")],
+    | Annotated[ReasoningInputItem, Tag("reasoning")]
+    | Annotated[ToolSearchInputItem, Tag("tool_search_call")]
+    | Annotated[ToolSearchInputItem, Tag("tool_search_output")],
     Discriminator(_item_type),
 ]
 

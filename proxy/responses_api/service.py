@@ -49,6 +49,7 @@ from proxy.responses_api.translation.response import (
     to_response,
 )
 from proxy.upstream import Reply
+from retriever.documents import function_name
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +104,10 @@ class ResponsesService:
             request = await asyncio.to_thread(parse_responses_request, turn)
         chat = chat_body(request, conversation(request, []))
         kept = await self._select(parse_request(chat), chat, context)
-        names = {tool["function"]["name"] for tool in kept.get("tools", ())}
+        names = {function_name(tool) for tool in kept.get("tools", ())}
         cut = {key: value for key, value in body.items() if key != "toolgraph"}
-        cut["tools"] = [tool for tool in body["tools"] if _kept(tool, names)]
+        # A function select mode dropped stays behind; every other tool goes as it came.
+        cut["tools"] = [t for t in body["tools"] if function_name(t) in names | {None}]
         if not cut["tools"]:
             cut = {k: v for k, v in cut.items() if k not in ("tools", "tool_choice")}
         return cut, json_codec.dumps(cut)
@@ -269,13 +271,6 @@ class _Turn:
             return
         stored = Stored(response.model_dump(mode="json"), self._items)
         await self._store.save(self._scope, stored)
-
-
-def _kept(tool: Any, names: set[str]) -> bool:
-    """Whether a Responses tool goes upstream: a function select mode kept, or any other."""
-    if not isinstance(tool, dict) or tool.get("type") != "function":
-        return True
-    return tool.get("name") in names
 
 
 def _step(translator: EventTranslator, data: bytes) -> tuple[list[StreamEvent], bool]:

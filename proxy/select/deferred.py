@@ -10,7 +10,6 @@ marks none leaves the choice to select mode over all its tools, as before.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import JsonValue
 
@@ -44,21 +43,3 @@ def split_deferred(tools: Sequence[JsonValue]) -> tuple[list[JsonValue], list[Js
     fixed = [unflagged(tool) for tool in tools if not is_deferred(tool)]
     deferred = [unflagged(tool) for tool in tools if is_deferred(tool)]
     return fixed, deferred
-
-
-def function_name(tool: JsonValue) -> str | None:
-    """A function tool's name (Chat Completions' nested form)."""
-    if not isinstance(tool, dict) or tool.get("type") != "function":
-        return None
-    function = tool.get("function")
-    name = function.get("name") if isinstance(function, dict) else None
-    return name if isinstance(name, str) else None
-
-
-def names_one_of(tool_choice: Any, tools: Sequence[JsonValue]) -> bool:
-    """Whether ``tool_choice`` names a function among ``tools``."""
-    if not isinstance(tool_choice, dict):
-        return False
-    function = tool_choice.get("function")
-    name = function.get("name") if isinstance(function, dict) else None
-    return name is not None and name in {function_name(tool) for tool in tools}

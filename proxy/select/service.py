@@ -26,7 +26,7 @@ from proxy.encoder.service import EncoderService, RetrieverUnavailable
 from proxy.errors import InvalidRequest, StoreUnavailable
 from proxy.kv import open_key_value
 from proxy.protocol.chat import ChatCompletionRequest, ToolgraphOptions
-from proxy.select.deferred import function_name, is_deferred, names_one_of, split_deferred
+from proxy.select.deferred import is_deferred, split_deferred
 from proxy.select.loaded import (
     BOUND,
     LoadedTool,
@@ -37,6 +37,7 @@ from proxy.select.loaded import (
 )
 from retriever.config import RetrieverConfig
 from retriever.conversation import conversation_query
+from retriever.documents import forced_name, function_name
 from retriever.errors import InvalidTools, ModelNotFound
 
 if TYPE_CHECKING:
@@ -84,7 +85,8 @@ class SelectService:
             if fixed:
                 return {**body, "tools": fixed}
             return {k: v for k, v in body.items() if k not in _TOOL_FIELDS}
-        if names_one_of(tool_choice, fixed):
+        forced = forced_name(tool_choice)
+        if forced is not None and forced in {function_name(tool) for tool in fixed}:
             tool_choice = None  # a tool that always goes: nothing to force among the rest
         top_k = options.top_k or self._config.select_top_k
         key = conversation_key(context.client_key or "", body["messages"])
@@ -153,12 +155,17 @@ class SelectService:
         """The tools this conversation loaded before, in load order, then this turn's new
         ones (:mod:`proxy.select.loaded`); tools that are not functions go first, as they
         came. With ``select_add_per_turn``, a later turn adds only its best ones not
-        loaded yet: every tool that joins changes the cached prefix."""
+        loaded yet: every tool that joins changes the cached prefix. With
+        ``select_add_when_needed``, a later turn whose best-ranked tool is loaded (as the
+        client defines it now) adds nothing: what is loaded serves it."""
         offered = {name: tool_digest(tool) for tool in candidates if (name := function_name(tool))}
         others = [tool for tool in selection.tools if function_name(tool) is None]
         by_name = {name: tool for tool in selection.tools if (name := function_name(tool))}
         limit = self._config.select_add_per_turn
         ranked = selection.kept[:limit] if previous and limit else selection.kept
+        current = {tool.name for tool in previous if offered.get(tool.name) == tool.digest}
+        if self._config.select_add_when_needed and ranked and ranked[0] in current:
+            ranked = []
         chosen = [LoadedTool(name, offered[name], by_name[name]) for name in ranked]
         loaded = merge_loaded(previous, offered, chosen, self._config.select_max_loaded)
         if loaded != previous:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.select.deferred import names_one_of, split_deferred
+from proxy.select.deferred import split_deferred
 from proxy.select.loaded import LoadedTool, conversation_key, merge_loaded, tool_digest
+from retriever.documents import forced_name, function_name
 
 
 def tool(name: str, description: str = "does a thing") -> dict[str, Any]:
@@ -72,5 +73,11 @@ def test_deferred_tools_are_the_ones_to_choose_from_and_lose_the_flag() -> None:
     assert fixed == [always]
     assert candidates == [tool("later"), tool("nested")]
     assert split_deferred([always, tool("x")]) == ([], [always, tool("x")])  # none marked
-    assert names_one_of({"type": "function", "function": {"name": "always"}}, fixed)
-    assert not names_one_of("auto", fixed)
+
+
+def test_a_function_is_named_in_either_api_form_and_other_tools_are_not() -> None:
+    assert function_name(tool("nested_form")) == "nested_form"
+    assert function_name({"type": "function", "name": "flat_form"}) == "flat_form"
+    assert function_name({"type": "tool_search"}) is None
+    assert forced_name({"type": "function", "function": {"name": "always"}}) == "always"
+    assert forced_name("auto") is None

@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 import pytest
-from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, function_tool
+from agents import Agent, OpenAIResponsesModel, RunConfig, Runner, ToolSearchTool, function_tool
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
@@ -75,6 +75,62 @@ async def test_an_agents_sdk_agent_calls_its_function_tool(
         "role": "tool",
         "tool_call_id": "call_a",
         "content": "sunny in Paris",
+    }
+
+
+@function_tool(defer_loading=True)
+def get_forecast(city: str) -> str:
+    """Weather forecast for a city: temperature, rain and wind by day."""
+    return f"snow in {city} on Friday"
+
+
+@function_tool(defer_loading=True)
+def book_table(restaurant: str, people: int) -> str:
+    """Book a table at a restaurant for a number of people."""
+    return "booked"
+
+
+@function_tool(defer_loading=True)
+def convert_currency(amount: float, to: str) -> str:
+    """Convert an amount of money into another currency."""
+    return "converted"
+
+
+async def test_an_agents_sdk_agent_searches_its_deferred_tools(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    """The SDK's ToolSearchTool with deferred function tools, a chat-only upstream:
+    toolgraph runs the search, the model sees only what it found, the SDK runs the call."""
+    upstream.enqueue(
+        Script(tool_calls=(FakeToolCall("get_forecast", '{"city":"Oslo"}', "call_f"),)),
+        Script(text="Snow in Oslo on Friday."),
+    )
+    proxy = start_proxy()
+    client = openai.AsyncOpenAI(base_url=f"{proxy.url}/v1", api_key="sk-client", max_retries=0)
+    agent = Agent(
+        name="planner",
+        instructions="Use the tools you find.",
+        tools=[ToolSearchTool(), get_forecast, book_table, convert_currency],
+        model=OpenAIResponsesModel(model="gpt-x", openai_client=client),
+    )
+
+    try:
+        result = await Runner.run(
+            agent, "Will it snow in Oslo on Friday?", run_config=RunConfig(tracing_disabled=True)
+        )
+    finally:
+        await client.close()
+
+    assert result.final_output == "Snow in Oslo on Friday."
+    first, second = sent(upstream)
+    names = [tool["function"]["name"] for tool in first["tools"]]
+    assert names[0] == "get_forecast"
+    assert len(names) < 3  # what the search found, not every deferred tool
+    assert "get_forecast" in [tool["function"]["name"] for tool in second["tools"]]
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_f",
+        "content": "snow in Oslo on Friday",
     }
 
 

@@ -51,6 +51,29 @@ async def test_a_follow_up_still_finds_the_tool_of_the_earlier_turn(selector: To
     assert "get_weather_forecast" in selection.kept[:3]
 
 
+async def test_ranked_as_the_catalog_a_request_finds_the_tool_its_words_name(
+    selector: ToolSelector,
+) -> None:
+    """Ten actions on ten things ("Please share the music playlist number 4411."): the
+    cosine alone mixes the actions up, the catalog's fusion with BM25 reads them."""
+    tools = client_tools()
+    asked = [t["function"] for t in tools[10:110]]  # ten verbs on each of ten nouns
+    requests = [
+        "Please {} the {} number 4411.".format(*f["description"][:-1].split(" a ", 1))
+        for f in asked
+    ]
+    embedder = selector._embedder
+    dense = ToolSelector(embedder, RetrieverConfig(select_fusion=False))
+    fused = ToolSelector(embedder, RetrieverConfig())  # the default
+    first: dict[str, int] = {"dense": 0, "fused": 0}
+    for function, text in zip(asked, requests, strict=True):
+        for arm, ranker in (("dense", dense), ("fused", fused)):
+            selection = await ranker.select(tools, [user(text)], OPTIONS)
+            first[arm] += selection.kept[0] == function["name"]
+    assert first["fused"] >= 94, first
+    assert first["fused"] >= first["dense"] + 10, first
+
+
 def test_the_query_is_the_recent_user_turns_newest_first() -> None:
     messages = [
         {"role": "system", "content": "be brief"},

@@ -311,22 +311,49 @@ def test_tools_not_deferred_always_go_and_deferred_ones_only_when_needed(
     assert not any("defer_loading" in t for t in tools)
 
 
+def test_tool_choice_may_name_a_tool_that_always_goes(
+    client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    always, rest = client_tools()[-1:], client_tools()[:-1]
+    name = always[0]["function"]["name"]
+    upstream.enqueue(Script(text="ok"))
+    client.chat.completions.create(
+        model="gpt-x",
+        messages=user("Will it snow in Oslo on Friday?"),
+        tools=[*always, *deferred(rest)],
+        tool_choice={"type": "function", "function": {"name": name}},
+        extra_body=SELECT,
+    )
+    body = upstream.requests[-1].body
+    assert body["tools"][0] == always[0]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": name}}
+
+
 def test_a_conversation_keeps_its_loaded_tools_as_its_prefix(
     client: openai.OpenAI, upstream: FakeUpstream
 ) -> None:
     first = [{"role": "system", "content": "You help travellers."}, *user("Will it rain in Rome?")]
     upstream.enqueue(Script(text="Yes."), Script(text="Yes."), Script(text="Here."))
-    for messages in (first, first):
+    usages = [
         client.chat.completions.create(
             model="gpt-x", messages=messages, tools=client_tools(), extra_body=SELECT
-        )
+        ).usage
+        for messages in (first, first)
+    ]
     one, again = (json.dumps(upstream.requests[i].body["tools"]) for i in (-2, -1))
     assert one == again  # nothing new: the same tools, in the same order, key for key
+    # The upstream served the repeated prompt from its cache, and said so.
+    assert usages[1] is not None
+    assert usages[1].prompt_tokens_details is not None
+    assert usages[1].prompt_tokens_details.cached_tokens == usages[1].prompt_tokens
     later = [*first, {"role": "assistant", "content": "Yes."}, *user("Do I need a visa for Peru?")]
-    client.chat.completions.create(
+    usage = client.chat.completions.create(
         model="gpt-x", messages=later, tools=client_tools(), extra_body=SELECT
-    )
+    ).usage
     before = upstream.requests[-2].body["tools"]
     after = upstream.requests[-1].body["tools"]
     assert after[: len(before)] == before
     assert len(after) > len(before)  # the visa question loaded something new, at the end
+    assert usage is not None
+    assert usage.prompt_tokens_details is not None
+    assert 0 < usage.prompt_tokens_details.cached_tokens < usage.prompt_tokens

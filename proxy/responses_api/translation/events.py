@@ -28,7 +28,12 @@ from proxy.protocol.responses import (
     TextDeltaEvent,
     TextDoneEvent,
 )
-from proxy.responses_api.translation.response import finish_response, new_id
+from proxy.responses_api.translation.response import (
+    deferred_names,
+    finish_response,
+    function_call,
+    new_id,
+)
 
 
 class EventTranslator:
@@ -42,6 +47,7 @@ class EventTranslator:
 
     def __init__(self, response: Response) -> None:
         self.response = response
+        self._deferred = deferred_names(response)
         self._sequence = 0
         self._open: OutputItem | None = None
         self._calls: dict[int, FunctionToolCall] = {}
@@ -195,9 +201,7 @@ class EventTranslator:
         item = self._calls.get(index)
         if item is None:
             name = function.name if function is not None and function.name else ""
-            item = FunctionToolCall(
-                id=new_id("fc"), call_id=call_id or "", name=name, status="in_progress"
-            )
+            item = function_call(call_id or "", name, self._deferred, status="in_progress")
             self._calls[index] = item
             events += self._add(item)
         delta = function.arguments if function is not None and function.arguments else ""

@@ -97,14 +97,32 @@ def to_response(completion: ChatCompletion, response: Response) -> Response:
             parts.append(Refusal(refusal=message.refusal))
         if parts:
             response.output.append(OutputMessage(id=new_id("msg"), content=parts))
+        deferred = deferred_names(response)
         for call in message.tool_calls or ():
             function = call.function
             name, arguments = (function.name, function.arguments) if function else ("", "")
-            response.output.append(
-                FunctionToolCall(id=new_id("fc"), call_id=call.id, name=name, arguments=arguments)
-            )
+            response.output.append(function_call(call.id, name, deferred, arguments=arguments))
     finish_response(response, choice.finish_reason if choice else None, completion.usage)
     return response
+
+
+def deferred_names(response: Response) -> set[str]:
+    """The function tools of ``response``'s request marked ``defer_loading``."""
+    return {
+        str(tool["name"])
+        for tool in response.tools
+        if tool.get("type") == "function" and tool.get("defer_loading") is True
+    }
+
+
+def function_call(call_id: str, name: str, deferred: set[str], **fields: str) -> FunctionToolCall:
+    """A ``function_call`` output item. A call of a deferred function carries ``namespace``
+    equal to its name, OpenAI's shape for a top-level function loaded by a tool search
+    (the Agents SDK finds the function to run by it)."""
+    item = {"id": new_id("fc"), "call_id": call_id, "name": name, **fields}
+    if name in deferred:
+        item["namespace"] = name
+    return FunctionToolCall.model_validate(item)
 
 
 def reasoning_item(text: str, status: str) -> ReasoningItem:
