@@ -2,15 +2,16 @@
 
 Select mode is this service with a ``rewrite`` (:meth:`SelectService.rewrite
 <proxy.select.service.SelectService.rewrite>`) handed in where the app is wired:
-neither package imports the other. With ``observe`` (learning on), a whole answer's
-forwarded and called tools are reported after it is relayed, in the background.
+neither package imports the other. With ``observe`` (learning on), select mode reports
+an answer's forwarded and called tools once it is relayed (a stream once it has ended),
+in the background.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -49,6 +50,25 @@ def called_tools(reply: Reply) -> list[str]:
     return called
 
 
+def streamed_calls(chunk: bytes) -> list[str]:
+    """The names of the tool calls a piece of a chat completion stream opens."""
+    called = []
+    for line in chunk.splitlines():
+        if not line.startswith(b"data: ") or line == b"data: [DONE]":
+            continue
+        try:
+            event = json_codec.loads(line[6:])
+        except ValueError:
+            continue
+        choices = event.get("choices") if isinstance(event, dict) else None
+        for choice in choices if isinstance(choices, list) else []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            called += tool_names(
+                {"tools": delta.get("tool_calls") if isinstance(delta, dict) else None}
+            )
+    return called
+
+
 class ChatService:
     """Passthrough mode, and with a ``rewrite`` select mode: one upstream call,
     its answer relayed as the upstream sent it."""
@@ -77,11 +97,27 @@ class ChatService:
                 target, body, raw, call.context
             )
         if self._observe is not None and self._rewrite is not None:
-            work = self._observe(call.context.tenant, tool_names(body), called_tools(reply))
-            task = asyncio.get_running_loop().create_task(work)  # off the answer's path
-            self._pending.add(task)
-            task.add_done_callback(self._done)
+            self._report(call.context.tenant, tool_names(body), called_tools(reply))
         return reply
+
+    def _report(self, tenant: str, forwarded: list[str], called: list[str]) -> None:
+        """Hand the tools' use to ``observe`` in the background: off the answer's path."""
+        assert self._observe is not None
+        task = asyncio.get_running_loop().create_task(self._observe(tenant, forwarded, called))
+        self._pending.add(task)
+        task.add_done_callback(self._done)
+
+    async def _watched(
+        self, events: AsyncIterator[bytes], tenant: str, forwarded: list[str]
+    ) -> AsyncIterator[bytes]:
+        """``events`` as they come, their tool calls' names noted; reported once the
+        stream has ended (a stream the client left is not)."""
+        called: list[str] = []
+        async for chunk in events:
+            if b'"tool_calls"' in chunk:
+                called += streamed_calls(chunk)
+            yield chunk
+        self._report(tenant, forwarded, called)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._pending.discard(task)
@@ -95,6 +131,8 @@ class ChatService:
         async with self._deadline():
             stream = await upstream.stream(target, body, raw, call.context)
         events = relay_events(stream, call.context, self._remaining(call.context), self._secrets)
+        if self._observe is not None and self._rewrite is not None:
+            events = self._watched(events, call.context.tenant, tool_names(body))
         return Events(events, stream.headers)
 
     async def _prepare(self, call: ChatCall) -> tuple[Target, dict[str, Any], bytes | None]:

@@ -108,17 +108,21 @@ def test_with_learning_off_a_run_records_nothing(start_proxy: StartProxy, brain:
     assert admin(server, "GET", "").json() == {"object": "list", "enabled": False, "data": []}
 
 
+@pytest.mark.parametrize("stream", [False, True])
 def test_select_mode_records_which_forwarded_tools_the_model_called(
-    proxy: ServerThread, upstream: FakeUpstream
+    proxy: ServerThread, upstream: FakeUpstream, stream: bool
 ) -> None:
     upstream.enqueue(Script(tool_calls=(FakeToolCall("get_weather_forecast", '{"city": "Oslo"}'),)))
     client = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key=KEY_A, max_retries=0, timeout=60)
-    closed_after_test(client).chat.completions.create(
+    answer = closed_after_test(client).chat.completions.create(
         model="gpt-x",
         messages=user("Will it snow in Oslo on Friday?"),
         tools=client_tools(),
+        stream=stream,
         extra_body={"toolgraph": {"mode": "select", "top_k": 4}},
     )
+    if stream:
+        assert [chunk for chunk in answer]  # type: ignore[union-attr]  # read to its end
     forwarded = [tool["function"]["name"] for tool in upstream.requests[-1].body["tools"]]
     tenant = tenant_of(KEY_A)
     for _ in range(200):  # the write runs after the answer
