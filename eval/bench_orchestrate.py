@@ -1,6 +1,6 @@
 """Where an orchestrated request's time goes, with the model's own time taken out.
 
-    python -m eval.bench_orchestrate [--requests 40] [--baseline REV]
+    python -m eval.bench_orchestrate [--requests 40] [--baseline REV] [--learning]
 
 A real proxy (uvicorn, a process of its own, logging as ``toolgraph serve`` does) in
 front of the fake upstream, which answers every prompt at once (arguments for the
@@ -19,6 +19,8 @@ found again by the next one. ``--baseline REV`` serves the same requests from th
 code at ``REV`` too, in another process at the same time, the two interleaved in
 blocks, and the table gives each figure's ratio (this tree / ``REV``): the machine is
 shared, so a before and an after taken at different times compare two loads.
+``--learning`` serves this tree twice instead, with learning off and on (recording every
+run and planning with what it learned), to the files ``bench_orchestrate_learning.*``.
 
 Stage times come from each request's trace, wall time from the client (the official
 SDK), toolgraph's own time (the request's time less its waits on the upstream; it
@@ -222,11 +224,17 @@ def measure(arms: list[Arm], requests: int, stream: bool) -> dict[str, dict[str,
 
 
 def arms_for(
-    stack: ExitStack, trees: dict[str, Path], upstream: FakeUpstream, data: Path, policy: str
+    stack: ExitStack,
+    trees: dict[str, Path],
+    upstream: FakeUpstream,
+    data: Path,
+    policy: str,
+    extra: dict[str, dict[str, Any]],
 ) -> list[Arm]:
     arms = []
     for label, tree in trees.items():
         settings = settings_for(upstream, data / f"{label}-{policy}", policy)
+        settings.update(extra.get(label, {}))
         arms.append(stack.enter_context(serve_tree(label, tree, settings)))
     for arm in arms:  # the catalog's first use, and each path warmed
         client = openai.OpenAI(base_url=f"{arm.url}/v1", api_key="sk-x", max_retries=0)
@@ -235,13 +243,17 @@ def arms_for(
     return arms
 
 
-def run(requests: int, trees: dict[str, Path]) -> dict[str, Any]:
+def run(
+    requests: int, trees: dict[str, Path], extra: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """``extra``: more settings of the arm a label names."""
+    extra = extra or {}
     upstream = FakeUpstream(record=False).start()
     upstream.responder = respond
     results: dict[str, Any] = {"load_average_at_start": list(os.getloadavg())}
     try:
         with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
-            arms = arms_for(stack, trees, upstream, Path(folder), "graph")
+            arms = arms_for(stack, trees, upstream, Path(folder), "graph", extra)
             for arm in arms:
                 client = openai.OpenAI(base_url=f"{arm.url}/v1", api_key="sk-x", max_retries=0)
                 results[f"passthrough p50 ms, {arm.label}"] = median(
@@ -252,7 +264,7 @@ def run(requests: int, trees: dict[str, Path]) -> dict[str, Any]:
                 for label, row in measure(arms, requests, stream).items():
                     results[f"one tool, {kind}, {label}"] = row
             stack.close()
-            arms = arms_for(stack, trees, upstream, Path(folder), "llm")
+            arms = arms_for(stack, trees, upstream, Path(folder), "llm", extra)
             for label, row in measure(arms, requests, False).items():
                 results[f"three branches + join, non-stream, {label}"] = row
     finally:
@@ -348,17 +360,27 @@ def main() -> None:
     parser.add_argument(
         "--baseline", metavar="REV", help="also serve the code at this git revision, interleaved"
     )
+    parser.add_argument(
+        "--learning",
+        action="store_true",
+        help="this tree with learning off and on, interleaved (bench_orchestrate_learning.*)",
+    )
     args = parser.parse_args()
+    extra: dict[str, dict[str, Any]] = {}
     with ExitStack() as stack:
         trees = {"this tree": ROOT}
+        if args.learning:
+            trees = {"learning off": ROOT, "learning on": ROOT}
+            extra = {"learning on": {"learning": {"enabled": True}}}
         if args.baseline:
             trees[commit_of(args.baseline)] = stack.enter_context(tree_at(args.baseline))
-        results = run(args.requests, trees)
+        results = run(args.requests, trees, extra)
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     results["baseline"] = args.baseline
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "bench_orchestrate.json").write_text(json.dumps(results, indent=2) + "\n")
-    plot(results, RESULTS / "bench_orchestrate.png")
+    name = "bench_orchestrate_learning" if args.learning else "bench_orchestrate"
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    plot(results, RESULTS / f"{name}.png")
     report(results, list(trees), Console(width=200))
 
 
