@@ -128,25 +128,13 @@ async def open_services(
     notices = CatalogNotices(redis, engine.catalog.changed)
     await stack.enter_async_context(_listening(notices))
     registry, mcp_registry = await _registries(settings, stack, redis, engine, notices)
-    if settings.orchestrate.preload:
-        engine.catalog.preload()
-        stack.push_async_callback(engine.catalog.settle)  # before the stores close under it
-    log.info(startup_line(settings, _catalog_state(settings)))
-    if (warning := open_proxy_warning(settings)) is not None:
-        log.warning(warning)
+    _preload(settings, stack, engine.catalog)
     authenticator = Authenticator(
         _key_bytes(settings.master_key),
         open_key_store(settings.data_dir, redis),
         open_limiter(redis),
     )
-    endpoint = McpEndpoint(
-        CatalogTools(engine.catalog, engine.executor),
-        RequestTools(engine.orchestrator, settings),
-        authenticator,
-        settings.secrets(),
-        settings.limits.max_body_bytes,
-    )
-    await stack.enter_async_context(endpoint.run())
+    endpoint = await _mcp_endpoint(settings, stack, engine, authenticator)
     modes = _modes(settings, router, upstreams, select, engine.orchestrator, engine.learner)
     relayed = RelayService(router, relay, settings.timeouts.request, settings.secrets())
     native = NativeResponses(
@@ -279,6 +267,32 @@ async def _registries(
         if registry is not None and store is not None:
             mcp_registry = await _mcp_registry(stack, settings, mcp, store, engine.kept, redis)
     return registry, mcp_registry
+
+
+def _preload(settings: Settings, stack: AsyncExitStack, catalog: CatalogService) -> None:
+    """The catalog's load in the background (``orchestrate.preload``), and the start-up
+    line that says so."""
+    if settings.orchestrate.preload:
+        catalog.preload()
+        stack.push_async_callback(catalog.settle)  # before the stores close under it
+    log.info(startup_line(settings, _catalog_state(settings)))
+    if (warning := open_proxy_warning(settings)) is not None:
+        log.warning(warning)
+
+
+async def _mcp_endpoint(
+    settings: Settings, stack: AsyncExitStack, engine: _Engine, authenticator: Authenticator
+) -> McpEndpoint:
+    """``/mcp``: the catalog's tools and orchestrated requests for MCP clients."""
+    endpoint = McpEndpoint(
+        CatalogTools(engine.catalog, engine.executor),
+        RequestTools(engine.orchestrator, settings),
+        authenticator,
+        settings.secrets(),
+        settings.limits.max_body_bytes,
+    )
+    await stack.enter_async_context(endpoint.run())
+    return endpoint
 
 
 def _modes(
