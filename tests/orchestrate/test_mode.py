@@ -36,8 +36,8 @@ class ReplyLost(MemoryKeyValue):
         self.added = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def add(self, key: str, value: bytes, ttl: int) -> bool:
-        stored = await super().add(key, value, ttl)
+    async def add(self, key: str, value: bytes, ttl: int, *, tenant: str = "") -> bool:
+        stored = await super().add(key, value, ttl, tenant=tenant)
         self.added.set()
         await self.answer.wait()
         return stored
