@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from eval.data_folder import dataset
-from eval.retrieval import _encode_queries
+from eval.retrieval import _encode_queries, ndcg_at
 from eval.retrieval_folds import fold_matrix
 from eval.retrieval_rerank import Set, metrics, unseen_set
 from retriever.adapter import AdaptedEncoder, Adapter
@@ -154,6 +154,10 @@ def score_set(data: Set, encoder: Encoder, reranker: Reranker, cache: Path) -> d
         runs["rerank"].append([hits[i].id for i in np.argsort(-combined, kind="stable")])
     result: dict[str, Any] = {"tools": len(documents), "queries": len(data.query_texts)}
     result.update({k: metrics(v, data.relevant) for k, v in runs.items()})
+    result["ndcg@5_per_query"] = {
+        k: [round(ndcg_at(r, g, 5), 4) for r, g in zip(v, data.relevant, strict=True)]
+        for k, v in runs.items()
+    }
     result["p50_ms"] = {k: _p50(v) for k, v in timing.items()}
     result["grid"] = grid_scores(documents, vectors, data, query_rows)
     return result
@@ -200,6 +204,27 @@ def choose(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
         )
         chosen[row] = {"setting": best, **result["grid"][best]}
     return chosen
+
+
+def paired_gain(
+    report: dict[str, Any], stage: str, rows: Sequence[str], draws: int = 2000
+) -> tuple[float, float, float]:
+    """``stage``'s NDCG@5 minus the first stage's, averaged over ``rows`` (each row's
+    mean over its queries), and a 95 % bootstrap interval: each row's queries resampled
+    with replacement, the pairs kept together."""
+    rng = np.random.default_rng(0)
+    gains = [
+        np.asarray(report[r]["ndcg@5_per_query"][stage])
+        - np.asarray(report[r]["ndcg@5_per_query"]["first"])
+        for r in rows
+    ]
+    means = np.zeros(draws)
+    for g in gains:
+        means += g[rng.integers(0, len(g), size=(draws, len(g)))].mean(axis=1)
+    means = 100 * means / len(gains)
+    low, high = np.percentile(means, [2.5, 97.5])
+    whole = 100 * float(np.mean([g.mean() for g in gains]))
+    return round(whole, 2), round(float(low), 2), round(float(high), 2)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -265,6 +290,16 @@ def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
             + " | ".join(cells)
             + f" | {ratio:.2f}x | {chosen_cell} | {gate_cell} | {row['load_average']} |"
         )
+    left_out = [n for n in report if n.startswith("left_out:") and "ndcg@5_per_query" in report[n]]
+    if left_out:
+        lines.append("")
+        never_read = [n for n in left_out if not report[n].get("reranker_trained_on_it")]
+        for stage, rows in (("expanded", left_out), ("rerank", never_read)):
+            whole, low, high = paired_gain(report, stage, rows)
+            lines.append(
+                f"{stage} - first stage, NDCG@5, mean of {len(rows)} left-out sets: "
+                f"{whole:+.2f} (95 % bootstrap interval {low:+.2f} to {high:+.2f})"
+            )
     return "\n".join(lines)
 
 
@@ -324,7 +359,11 @@ def main() -> None:
         result["load_average"] = round(os.getloadavg()[0], 1)
         result["seconds"] = round(time.perf_counter() - started)
         report[name] = result
-        print(name, json.dumps({k: v for k, v in result.items() if k != "grid"}), flush=True)
+        print(
+            name,
+            json.dumps({k: v for k, v in result.items() if k not in ("grid", "ndcg@5_per_query")}),
+            flush=True,
+        )
         report["chosen"] = choose({k: v for k, v in report.items() if k != "chosen"})
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")

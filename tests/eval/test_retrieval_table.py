@@ -31,3 +31,20 @@ def test_each_row_takes_the_setting_best_on_the_other_training_sets() -> None:
 def test_an_unseen_row_never_chooses_for_itself() -> None:
     report = {"left_out:a": _row(x=1.0, y=2.0), "unseen:u": _row(x=100.0, y=0.0)}
     assert choose(report)["unseen:u"]["setting"] == "y"
+
+
+def test_the_paired_gain_averages_sets_and_brackets_it() -> None:
+    from eval.retrieval_table import paired_gain
+
+    def per_query(first: list[float], other: list[float]) -> dict[str, Any]:
+        return {"ndcg@5_per_query": {"first": first, "expanded": other}}
+
+    report = {
+        "left_out:a": per_query([0.5, 0.5], [0.6, 0.6]),  # +10 on every query
+        "left_out:b": per_query([0.5, 0.7, 0.9], [0.5, 0.7, 0.9]),  # level
+    }
+    assert paired_gain(report, "expanded", ["left_out:a", "left_out:b"]) == (5.0, 5.0, 5.0)
+    report["left_out:b"] = per_query([0.0, 1.0], [1.0, 0.0])  # +100 or -100: a wide interval
+    whole, low, high = paired_gain(report, "expanded", ["left_out:a", "left_out:b"])
+    assert whole == 5.0
+    assert low < 0 < high
