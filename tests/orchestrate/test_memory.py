@@ -97,7 +97,9 @@ def break_plan_memory(app: FastAPI) -> None:
         collection.deleted = np.append(collection.deleted, False)
 
     services: AppServices = app.state.services
-    services.orchestrator.catalog._client.call(corrupt)
+    vectors = services.orchestrator.catalog._vectors  # the Qdrant client the first load opened
+    assert vectors is not None
+    vectors.client.call(corrupt)
 
 
 def test_readiness_reports_a_plan_memory_that_no_longer_works(
