@@ -182,13 +182,20 @@ function decisions(plan) {
   return [meta, notes, bySubtask];
 }
 
+// Why a candidate is on the list: retrieval, a graph edge, or this client's own runs.
+function why(c) {
+  if (c.source === "graph") return `${c.edge} ${c.weight.toFixed(2)} from ${c.via}`;
+  if (c.source === "learned") return `learned: this client's runs went here from ${c.via}`;
+  return "retrieval";
+}
+
 function decision(d) {
   const rows = d.candidates.map((c, i) => h("tr", { class: c.tool === d.chosen ? "chosen" : "" },
     h("td", { class: "num" }, i + 1),
     h("td", {}, h("a", { href: `#/tools/${encodeURIComponent(c.tool)}` }, c.tool)),
     h("td", { class: "num" }, c.score.toFixed(3)),
     h("td", { class: "num" }, c.similarity.toFixed(3)),
-    h("td", {}, c.source === "graph" ? `${c.edge} ${c.weight.toFixed(2)} from ${c.via}` : "retrieval")));
+    h("td", {}, why(c))));
   return h("div", { class: `move ${d.kind}` },
     h("p", {}, h("span", { class: `badge ${d.kind}` }, d.kind), " ", d.chosen ? h("strong", {}, d.chosen) : h("em", {}, "none fits"), " — ", d.reason),
     rows.length ? h("div", { class: "scroll" }, h("table", { class: "candidates" },
