@@ -130,11 +130,15 @@ async def finder_of(learner: Learner, tenant: str, catalog: Catalog) -> Candidat
 
 
 async def replay_set(
-    catalogs: Sequence[Catalog], store: LearnedStore, noise: float, progress: bool
+    catalogs: Sequence[Catalog],
+    store: LearnedStore,
+    noise: float,
+    progress: bool,
+    options: LearningSettings | None = None,
 ) -> dict[str, object]:
     """Every row of one set (its catalogs pooled): before, the curve, after, noisy, and
     the two-tenant isolation check."""
-    learner = Learner(store, LearningSettings(enabled=True))
+    learner = Learner(store, options or LearningSettings(enabled=True))
     keys = ("link_f1", "node_f1", "candidate_recall")
     run = f"{time.time_ns()}"  # tenants of this run alone, in a shared Redis too
 
@@ -188,6 +192,7 @@ async def replay_set(
         "after": curve[-1][1],
         "noisy": means(noisy, k),
         "noise": noise,
+        "prior_strength": learner.options.prior_strength,
         "isolation": {
             "tenant_a_alone": means(alone, k),
             "tenant_a_beside_b": means(mixed, k),
@@ -278,6 +283,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(LOADERS), help="comma-separated")
     parser.add_argument("--noise", type=float, default=NOISE)
     parser.add_argument("--redis-url", help="keep the learned counts in this Redis")
+    parser.add_argument(
+        "--prior-strength",
+        type=float,
+        default=LearningSettings().prior_strength,
+        help="learning.prior_strength (the shipped default unless given)",
+    )
     parser.add_argument("--json", type=Path, default=Path("eval/results/learning_replay.json"))
     parser.add_argument("--plot", type=Path, default=Path("eval/results/learning_replay.png"))
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/embeddings"))
@@ -295,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress = not args.quiet
         catalogs = [prepared(d, encoder, settings, args.cache_dir, progress) for _, d in sets]
         print(f"{name}: {len(catalogs)} catalog(s)", flush=True)
-        found = asyncio.run(run_set(catalogs, args.redis_url, args.noise, progress))
+        found = asyncio.run(run_set(catalogs, args, progress))
         found["seconds"] = round(time.perf_counter() - started, 1)
         results[name] = found
         print(json.dumps(found, indent=1), flush=True)
@@ -307,19 +318,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def run_set(
-    catalogs: Sequence[Catalog], url: str | None, noise: float, progress: bool
+    catalogs: Sequence[Catalog], args: argparse.Namespace, progress: bool
 ) -> dict[str, object]:
-    """:func:`replay_set` over the in-process store, or over Redis at ``url``."""
-    options = LearningSettings()
-    if url is None:
+    """:func:`replay_set` over the in-process store, or over Redis at ``--redis-url``."""
+    options = LearningSettings(enabled=True, prior_strength=args.prior_strength)
+    if args.redis_url is None:
         store = open_learned_store(None, options.max_entries, options.max_tenants)
-        return await replay_set(catalogs, store, noise, progress)
+        return await replay_set(catalogs, store, args.noise, progress, options)
     from redis.asyncio import Redis
 
-    redis = Redis.from_url(url)
+    redis = Redis.from_url(args.redis_url)
     try:
         store = open_learned_store(redis, options.max_entries, options.max_tenants)
-        return await replay_set(catalogs, store, noise, progress)
+        return await replay_set(catalogs, store, args.noise, progress, options)
     finally:
         await redis.aclose()
 
