@@ -216,8 +216,8 @@ class RetrieverConfig(BaseModel):
         default=24,
         ge=1,
         le=512,
-        description="Tools a conversation keeps loaded in select mode; past it, the oldest that "
-        "the turn did not select go.",
+        description="Tools a conversation keeps loaded in select mode; past it, the most recently "
+        "loaded that the turn did not select go, so the tools before them stay the cached prefix.",
     )
     select_add_per_turn: int = Field(
         default=0,

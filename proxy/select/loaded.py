@@ -11,8 +11,11 @@ byte for byte the previous turn's.
 A conversation is named by what its turns share: the client's scope and the messages up
 to its first user message (the system prompt and the opening question), the same for a
 ``previous_response_id`` chain, whose translated messages start the same way. Past
-``retriever.select_max_loaded`` tools, the ones loaded longest ago that this turn did
-not select go first (the prefix breaks once, then holds again).
+``retriever.select_max_loaded`` tools, the ones loaded most recently that this turn did
+not select go first: the prefix holds up to the first of them. Dropping the oldest broke
+it at the first tool, so from the turn a conversation reached the cap every turn missed
+the cache (300 tools: the prefix share of turns 8-10 fell from about 0.75 to 0.3-0.6,
+docs/benchmarks.md).
 
 A tool the client changed since it was loaded (another definition under its name) is
 loaded again in its new form, in its old place; a tool the client no longer sends
@@ -75,7 +78,7 @@ def merge_loaded(
     """The conversation's tools after this turn: ``previous`` that the client still
     ``offered`` (name -> digest), each refreshed from ``selected`` when its definition
     changed, then the ``selected`` ones that are new, in their order; at most ``cap``,
-    dropping the oldest that this turn did not select."""
+    dropping the most recently loaded that this turn did not select."""
     chosen = {tool.name: tool for tool in selected}
     kept: list[LoadedTool] = []
     for tool in previous:
@@ -93,7 +96,7 @@ def merge_loaded(
     surplus = len(kept) - cap
     if surplus <= 0:
         return kept
-    droppable = [i for i, tool in enumerate(kept) if tool.name not in chosen][:surplus]
+    droppable = [i for i, tool in enumerate(kept) if tool.name not in chosen][-surplus:]
     dropped = set(droppable)
     kept = [tool for i, tool in enumerate(kept) if i not in dropped]
     return kept[len(kept) - cap :] if len(kept) > cap else kept

@@ -50,9 +50,11 @@ def test_a_changed_tool_is_loaded_again_in_its_place_or_leaves() -> None:
     assert names(merge_loaded(loaded("a", "b"), now, [], 10)) == ["b"]  # not needed now
 
 
-def test_past_the_cap_the_oldest_unselected_go() -> None:
+def test_past_the_cap_the_newest_unselected_go_so_the_prefix_holds() -> None:
     merged = merge_loaded(loaded("a", "b", "c"), offered(*"abcde"), loaded("a", "d", "e"), 3)
     assert names(merged) == ["a", "d", "e"]
+    merged = merge_loaded(loaded(*"abcd"), offered(*"abcde"), loaded("a", "e"), 4)
+    assert names(merged) == ["a", "b", "c", "e"]  # d went: a, b, c stay the prefix
 
 
 def test_a_conversation_is_its_client_and_leading_messages() -> None:
