@@ -263,6 +263,61 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def unseen_gate(sets: Sequence[Set], size: int = 200) -> dict[str, dict[str, float]]:
+    """The shipped gate (balanced threshold) on each unseen set, as its left-out rows are
+    made for the retrieval sets (``retriever.gate.retrieval_rows``): every query against a
+    catalog of its gold tools filled with the set's others up to ``size`` ("needs a
+    tool"), and again against the next set's catalog ("needs none")."""
+    from retriever.gate.catalog import CatalogGate
+    from retriever.gate.features import gate_document
+    from retriever.gate.model import load_gate
+
+    gate = load_gate()
+    encoder = load_encoder(gate.encoder_config(RetrieverConfig()))
+    catalogs = []
+    for data in sets:
+        gold = {d for g in data.relevant for d in g}
+        others = [f for f in data.fields if f.id not in gold]
+        kept = [f for f in data.fields if f.id in gold] + others[: max(0, size - len(gold))]
+        catalogs.append(CatalogGate(gate, encoder, [gate_document(f) for f in kept]))
+    out = {}
+    for i, data in enumerate(sets):
+        vectors = encoder.encode(data.query_texts)
+        labels: list[bool] = []
+        said: list[bool] = []
+        scores: list[float] = []
+        for own, needs in ((catalogs[i], True), (catalogs[(i + 1) % len(sets)], False)):
+            for text, vector in zip(data.query_texts, vectors, strict=True):
+                decision = gate.decide(vector, text, own.view)
+                labels.append(needs)
+                said.append(decision.needs_tool)
+                scores.append(decision.score)
+        out[data.name] = {
+            **gate_score(labels, said),
+            "auc": _auc(labels, scores),
+            "rows": len(labels),
+        }
+    return out
+
+
+def _auc(gold: Sequence[bool], scores: Sequence[float]) -> float:
+    """The chance a "needs a tool" row scores above a "needs none" row (ties half)."""
+    positive = np.asarray([s for g, s in zip(gold, scores, strict=True) if g])
+    negative = np.asarray([s for g, s in zip(gold, scores, strict=True) if not g])
+    above = (positive[:, None] > negative[None, :]).mean()
+    ties = (positive[:, None] == negative[None, :]).mean()
+    return round(float(above + ties / 2), 3)
+
+
+def gate_score(gold: Sequence[bool], said: Sequence[bool]) -> dict[str, float]:
+    hits = sum(g and s for g, s in zip(gold, said, strict=True))
+    return {
+        "accuracy": round(sum(g == s for g, s in zip(gold, said, strict=True)) / len(gold), 3),
+        "precision": round(hits / max(1, sum(said)), 3),
+        "recall": round(hits / max(1, sum(gold)), 3),
+    }
+
+
 def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
     """The docs' table: each stage's NDCG@5 / Recall@5, the first stage over BM25, the
     grid point chosen without the row, and the gate's left-out accuracy (recall)."""
@@ -282,7 +337,7 @@ def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
         chosen = report.get("chosen", {}).get(name)
         chosen_cell = f"{chosen['ndcg@5']:.1f} ({_setting(chosen['setting'])})" if chosen else "-"
         source = gate.get("sources", {}).get(set_name)
-        held = source["gate"] if source else None
+        held = source["gate"] if source else row.get("gate")
         gate_cell = f"{held['accuracy']:.3f} ({held['recall']:.3f})" if held else "-"
         ratio = row["first"]["ndcg@5"] / max(row["bm25"]["ndcg@5"], 1e-9)
         lines.append(
@@ -320,6 +375,9 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=None, help="draw the JSON's table and stop")
     parser.add_argument("--markdown", action="store_true", help="print the JSON's table and stop")
     parser.add_argument("--gate", type=Path, default=Path("eval/results/gate.json"))
+    parser.add_argument(
+        "--gate-unseen", action="store_true", help="the gate on the unseen sets alone, then stop"
+    )
     args = parser.parse_args()
     report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
     if args.plot:
@@ -327,6 +385,16 @@ def main() -> None:
         return
     if args.markdown:
         print(markdown(report, json.loads(args.gate.read_text()) if args.gate.is_file() else {}))
+        return
+    if args.gate_unseen:
+        unseen = [unseen_set(f, args.distractors, args.queries) for f in args.unseen]
+        for name, found in unseen_gate(unseen).items():
+            print(name, found, flush=True)
+            report.setdefault(f"unseen:{name}", {})["gate"] = {
+                **found,
+                "load_average": round(os.getloadavg()[0], 1),
+            }
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
         return
     base = load_encoder(RetrieverConfig(adapter=False))
     shipped = load_encoder(SHIPPED)

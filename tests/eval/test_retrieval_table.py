@@ -48,3 +48,12 @@ def test_the_paired_gain_averages_sets_and_brackets_it() -> None:
     whole, low, high = paired_gain(report, "expanded", ["left_out:a", "left_out:b"])
     assert whole == 5.0
     assert low < 0 < high
+
+
+def test_the_gate_s_scores_count_what_a_gate_that_always_says_tool_gets() -> None:
+    from eval.retrieval_table import _auc, gate_score
+
+    gold = [True, True, False, False]
+    assert gate_score(gold, [True] * 4) == {"accuracy": 0.5, "precision": 0.5, "recall": 1.0}
+    assert _auc(gold, [0.9, 0.8, 0.7, 0.85]) == 0.75  # one "none" row above one "tool" row
+    assert _auc(gold, [0.5] * 4) == 0.5
