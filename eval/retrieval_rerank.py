@@ -7,7 +7,9 @@ Left out: the training sets the shipped reranker did not see (``HELD_OUT`` of
 every relevant tool plus a seeded sample of the others (``--distractors``), the first
 ``--queries`` queries. The reranker's first-stage weight is chosen on training-set
 queries the reranker never read (``--choose``: SGD's and CallNavi's left-over queries),
-never on a reported set::
+never on a reported set. The first stage here is the shipped one, whose adapter trained
+on every training set: its left-out rows are left out for the reranker only
+(:mod:`eval.retrieval_table` scores each with an adapter that never saw it)::
 
     python -m eval.retrieval_rerank --json eval/results/retrieval_rerank.json
 """
