@@ -159,9 +159,11 @@ class TurnRecords:
 
     def _learn(self, turn: Turn) -> None:
         """What the turn's run teaches its tenant, written in the background."""
-        executed, plan = turn.executed, turn.plan
-        if self._learner is not None and executed is not None and plan is not None:
-            self.spawn(self._learner.observe_run(turn.client, plan, executed.run))
+        executed, plan, learner = turn.executed, turn.plan, self._learner
+        if learner is None or not learner.enabled_for(turn.client):
+            return
+        if executed is not None and plan is not None:
+            self.spawn(learner.observe_run(turn.client, plan, executed.run))
 
     def save_trace_later(self, turn: Turn) -> None:
         """The trace of a request cancelled before it was saved, in the background."""
