@@ -25,9 +25,10 @@ test: $(VENV)/.installed-dev $(MCP_SERVERS) $(CHROMIUM)
 	$(BIN)/pytest
 
 # The inner loop: every test but those marked slow, browser, deploy or training
-# (pyproject.toml's markers, applied in tests/conftest.py). CI runs `make test`.
+# (pyproject.toml's markers, applied in tests/conftest.py), on two pytest-xdist workers.
+# CI runs `make test`, the whole suite in one process.
 test-quick: $(VENV)/.installed-dev $(MCP_SERVERS)
-	$(BIN)/pytest -m "not slow and not browser and not deploy and not training"
+	$(BIN)/pytest -n 2 -m "not slow and not browser and not deploy and not training"
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -146,6 +146,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Export the bundled model's ONNX graph before any test runs when this checkout has
     none yet (a fresh clone): the export would otherwise count against the timeout of
     whichever test first loads the encoder, and under load it has taken minutes."""
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller exported them before it started workers
     from retriever.config import RetrieverConfig
     from retriever.embedder import bundled_model_path
     from retriever.onnx_encoder import OnnxEncoder
@@ -349,20 +351,41 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 #: The tiers (pyproject's markers): `make test` runs everything, `make test-quick` leaves
-#: out what is marked. A test is marked by where it is or by a fixture it takes.
+#: out what is marked. A test is marked by where it is, by a fixture it takes, or by a
+#: fixture parameter that starts a server (a backend chosen with getfixturevalue). Besides
+#: what starts servers in subprocesses, `slow` holds the files whose tests took seconds
+#: each on two cores (`pytest --durations`): MCP servers over stdio, the torch encoders,
+#: litellm's import, the sandbox's child processes, benchmarks.
 TIER_BY_PATH = {
     "tests/deploy/": "deploy",  # helm, compose, hadolint, the Dockerfile
     "tests/retriever/test_finetune.py": "training",
     "tests/retriever/test_delta.py": "training",
     "tests/retriever/test_adapter.py": "training",
+    "tests/retriever/test_bge_m3.py": "slow",  # builds, saves and loads a BGE-M3-shaped model
     "tests/eval/test_gate_heldout.py": "training",
     "tests/proxy/test_cli_serve.py": "slow",  # `toolgraph serve` subprocesses
     "tests/proxy/test_first_run.py": "slow",
+    "tests/proxy/test_litellm_route.py": "slow",  # litellm's import: seconds
+    "tests/proxy/test_cli.py": "slow",  # the CLI imported in fresh interpreters
     "tests/eval/test_bench_load.py": "slow",  # three proxies under load
     "tests/eval/test_bench_overhead.py": "slow",
+    "tests/eval/test_bench_mcp.py": "slow",
+    "tests/eval/test_bench_database.py": "slow",
+    "tests/eval/test_e2e.py": "slow",
+    "tests/graph_store/test_neo4j_store.py": "slow",  # ArcadeDB's JVM, stopped and started
+    "tests/retriever/test_embedder.py": "slow",  # torch encoders
+    "tests/tools/test_sandbox.py": "slow",  # child processes under limits
     "tests/mcp/test_published.py": "slow",  # npm's and PyPI's MCP servers
     "tests/mcp/test_everything.py": "slow",
     "tests/mcp/test_workers.py": "slow",
+    "tests/mcp/test_orchestrate.py": "slow",  # stdio MCP servers behind a proxy
+    "tests/mcp/test_clause_search.py": "slow",
+    "tests/mcp/test_crowded.py": "slow",
+    "tests/mcp/test_registry.py": "slow",
+    "tests/mcp/test_endpoint.py": "slow",
+    "tests/mcp/test_sources.py": "slow",
+    "tests/mcp/test_probe.py": "slow",
+    "tests/mcp/test_parallel.py": "slow",
     "tests/orchestrate/test_replicas.py": "slow",
 }
 TIER_BY_FIXTURE = {
@@ -370,13 +393,35 @@ TIER_BY_FIXTURE = {
     "bolt_uri": "slow",  # ArcadeDB's JVM
     "postgres": "slow",
 }
+#: Test functions measured at a second or more in the quick tier (the file says how).
+SLOW_TESTS_FILE = Path(__file__).resolve().parent / "slow_tests.txt"
+
+
+def measured_slow() -> frozenset[str]:
+    lines = SLOW_TESTS_FILE.read_text().splitlines()
+    return frozenset(line for line in lines if line and not line.startswith("#"))
+
+
+#: Fixture parameters that start a server when the fixture asks for it by name.
+TIER_BY_PARAM = {
+    "neo4j": "slow",  # graph stores' Neo4j backend (bolt_uri)
+    "bolt": "slow",  # the knowledge-graph pack's Bolt backend (bolt_uri)
+    "postgres": "slow",  # the database pack's engines (postgres_url)
+    "postgres_url": "slow",
+}
 _ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = measured_slow()
     for item in items:
         path = item.path.relative_to(_ROOT).as_posix()
         tiers = {tier for prefix, tier in TIER_BY_PATH.items() if path.startswith(prefix)}
+        if item.nodeid.split("[", 1)[0] in slow:
+            tiers.add("slow")
         tiers |= {TIER_BY_FIXTURE[f] for f in item.fixturenames if f in TIER_BY_FIXTURE}
+        params = getattr(item, "callspec", None)
+        values = params.params.values() if params is not None else ()
+        tiers |= {TIER_BY_PARAM[v] for v in values if isinstance(v, str) and v in TIER_BY_PARAM}
         for tier in sorted(tiers):
             item.add_marker(tier)

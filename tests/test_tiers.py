@@ -5,9 +5,20 @@ unnoticed."""
 from __future__ import annotations
 
 import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
-from tests.conftest import TIER_BY_FIXTURE, TIER_BY_PATH
+import pytest
+
+from tests import conftest as tiers
+from tests.conftest import (
+    TIER_BY_FIXTURE,
+    TIER_BY_PARAM,
+    TIER_BY_PATH,
+    measured_slow,
+    pytest_collection_modifyitems,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +29,7 @@ def registered_markers() -> set[str]:
 
 
 def test_every_tier_is_a_registered_marker() -> None:
-    tiers = set(TIER_BY_PATH.values()) | set(TIER_BY_FIXTURE.values())
+    tiers = set(TIER_BY_PATH.values()) | set(TIER_BY_FIXTURE.values()) | set(TIER_BY_PARAM.values())
     assert tiers == {"slow", "browser", "deploy", "training"}
     assert tiers <= registered_markers()
 
@@ -31,4 +42,62 @@ def test_every_marked_path_exists() -> None:
 def test_every_marking_fixture_exists() -> None:
     defined = "\n".join(path.read_text() for path in (ROOT / "tests").rglob("conftest.py"))
     missing = [name for name in TIER_BY_FIXTURE if f"def {name}(" not in defined]
+    assert missing == []
+
+
+def test_every_marking_parameter_is_a_parameter_of_the_tests() -> None:
+    sources = "\n".join(path.read_text() for path in (ROOT / "tests").rglob("*.py"))
+    missing = [value for value in TIER_BY_PARAM if f'"{value}"' not in sources]
+    assert missing == []
+
+
+@dataclass
+class Item:
+    """What the tiers read of a collected test."""
+
+    path: Path
+    fixturenames: list[str]
+    callspec: SimpleNamespace | None = None
+    nodeid: str = ""
+    markers: list[str] = field(default_factory=list)
+
+    def add_marker(self, name: str) -> None:
+        self.markers.append(name)
+
+
+def test_a_test_is_marked_by_its_path_its_fixtures_and_its_parameters(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tests = ROOT / "tests"
+    items = [
+        Item(tests / "mcp" / "test_sources.py", []),
+        Item(
+            tests / "graph_store" / "test_store.py",
+            ["store"],
+            SimpleNamespace(params={"store": "neo4j"}),
+        ),
+        Item(
+            tests / "graph_store" / "test_store.py",
+            ["store"],
+            SimpleNamespace(params={"store": "in_process"}),
+        ),
+        Item(tests / "console" / "test_pages.py", ["chromium"]),
+        Item(tests / "proxy" / "test_body.py", ["upstream"]),
+        Item(tests / "proxy" / "test_kv.py", [], nodeid="tests/proxy/test_kv.py::test_x[a]"),
+    ]
+    monkeypatch.setattr(
+        tiers, "measured_slow", lambda: frozenset({"tests/proxy/test_kv.py::test_x"})
+    )
+    pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    marks = [item.markers for item in items]
+    assert marks == [["slow"], ["slow"], [], ["browser"], [], ["slow"]]
+
+
+def test_every_measured_slow_test_exists() -> None:
+    missing = []
+    for node in measured_slow():
+        path, *names = node.split("::")
+        source = ROOT / path
+        if not source.exists() or f"def {names[-1]}(" not in source.read_text():
+            missing.append(node)
     assert missing == []
