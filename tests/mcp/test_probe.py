@@ -4,8 +4,12 @@ every way it can fail said in words."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -94,3 +98,61 @@ async def test_the_egress_policy_refuses_before_connecting() -> None:
     server = McpServerSettings(name="private", url=f"http://127.0.0.1:{free_port()}/mcp")
     with pytest.raises(EgressDenied):
         await probe_server(server, EgressPolicy())
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every request 404, after noting its headers (the other origin)."""
+
+    seen: ClassVar[list[dict[str, str]]] = []
+
+    def do_POST(self) -> None:
+        self.seen.append(dict(self.headers))
+        self.send_response(404)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    do_GET = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _redirecting_to(target: str) -> type[BaseHTTPRequestHandler]:
+    class Redirect(_Recorder):
+        def do_POST(self) -> None:
+            self.send_response(307)
+            self.send_header("location", target)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+    return Redirect
+
+
+@contextlib.contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_a_redirect_to_another_origin_carries_no_header_of_the_server() -> None:
+    """A server's headers (its credentials) go to its own origin only: a 307 to another
+    origin (here another port) is not followed, and is said as a failure."""
+    _Recorder.seen = []
+    with (
+        _serving(_Recorder) as other,
+        _serving(_redirecting_to(f"{other}/mcp")) as first,
+    ):
+        server = McpServerSettings(
+            name="moved", url=f"{first}/mcp", headers={"x-api-key": "sk-mcp-secret-0123456789"}
+        )
+        with pytest.raises(ToolError):
+            await probe_server(server, EgressPolicy(allow_private=True))
+    assert not [h for h in _Recorder.seen if "sk-mcp-secret-0123456789" in str(h)]
