@@ -25,7 +25,7 @@ def orchestrate_summary(
     load: Load, answered: Collection[int], marks: Mapping[str, float]
 ) -> dict[str, Any]:
     """Scenario A or B: counts, latency, and (B) the errors by phase of the outage."""
-    summary = _common(load.outcomes, load.elapsed)
+    summary = summarize(load.outcomes, load.elapsed)
     failed = [o for o in load.outcomes if not o.complete]
     summary["answer_written_then_error"] = sum(1 for o in failed if o.index in answered)
     summary["not_a_retryable_503"] = sum(1 for o in failed if o.status != 503 or not o.retryable)
@@ -37,7 +37,7 @@ def orchestrate_summary(
 
 def passthrough_summary(load: Load, rss: Mapping[str, Any], target: int) -> dict[str, Any]:
     """Scenario C: counts, latency, the RSS samples and their growth."""
-    summary = _common(load.outcomes, load.elapsed)
+    summary = summarize(load.outcomes, load.elapsed)
     summary["rss"] = dict(rss)
     first, second = rss.get("after_first_half"), rss.get("after_second_half")
     if first and second:
@@ -46,7 +46,8 @@ def passthrough_summary(load: Load, rss: Mapping[str, Any], target: int) -> dict
     return summary
 
 
-def _common(outcomes: list[Outcome], elapsed: float) -> dict[str, Any]:
+def summarize(outcomes: list[Outcome], elapsed: float) -> dict[str, Any]:
+    """Counts, errors by status (and the first of each), latency percentiles, a timeline."""
     answered = [o.latency for o in outcomes if o.complete]
     errors = Counter(_status(o) for o in outcomes if not o.complete)
     first_error: dict[str, str] = {}
@@ -124,6 +125,14 @@ def checks(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         passed = growth is not None and growth <= RSS_GROWTH_LIMIT and c["reached_target_requests"]
         found.append(_check("C: RSS at the end within 10 % of half-way", passed, shown))
         found.append(_check("C: no errors", not c["errors_by_status"], str(c["errors_by_status"])))
+    if "d" in results:
+        d = results["d"]
+        errors = d["errors_by_status"]
+        found.append(_check("D: the benign tenant gets no error beside the hostile one",
+                            not errors and d["requests"] > 0, str(errors or "none")))  # fmt: skip
+        refused = d["hostile"]["errors_by_status"].get("429", 0)
+        found.append(_check("D: the hostile tenant's own key share refuses it (429)",
+                            refused > 0, f"{refused} refused with 429"))  # fmt: skip
     return found
 
 
@@ -135,6 +144,7 @@ SCENARIOS = {
     "a": "A: orchestrate",
     "b": "B: orchestrate, Redis killed",
     "c": "C: passthrough streams",
+    "d": "D: benign tenant beside a hostile one",
 }
 COLUMNS = ("scenario", "requests", "answered", "5xx", "errors by status", "p50 ms", "p99 ms",
            "answered/s", "load avg")  # fmt: skip
@@ -172,11 +182,25 @@ def markdown(results: Mapping[str, Any]) -> str:
     for letter in SCENARIOS:
         if letter in results:
             lines.append("| " + " | ".join(_row(letter, results[letter])) + " |")
+    if "d" in results:
+        lines += ["", *_tenants(results["d"])]
     lines += ["", "| target | measured | status |", "|---|---|---|"]
     for check in results.get("checks", []):
         status = check["status"] if check["status"] == "pass" else f"**{check['status']}**"
         lines.append(f"| {check['target']} | {check['measured']} | {status} |")
     return "\n".join(lines) + "\n"
+
+
+def _tenants(d: Mapping[str, Any]) -> list[str]:
+    """Scenario D's two tenants, and the benign one alone, one row each."""
+    lines = ["| D: tenant | requests | answered | errors by status | p50 / p99 ms |",
+             "|---|---:|---:|---|---:|"]  # fmt: skip
+    for name, s in (("benign, alone", d["alone"]), ("benign, beside the hostile one", d),
+                    ("hostile", d["hostile"])):  # fmt: skip
+        errors = ", ".join(f"{k}: {v}" for k, v in s["errors_by_status"].items()) or "none"
+        latency = f"{s['p50_ms']} / {s['p99_ms']}"
+        lines.append(f"| {name} | {s['requests']:,} | {s['answered']:,} | {errors} | {latency} |")
+    return lines
 
 
 def plot(results: Mapping[str, Any], path: Path) -> None:

@@ -20,6 +20,13 @@ concurrent request:
   ``--passthrough-requests`` (capped at ``--passthrough-max-seconds``); the proxy's
   RSS read after half of them and after all. Target: the second within 10 % of the
   first.
+* D: two tenants (virtual keys) with Redis (:mod:`eval._load_tenants`): a benign one
+  (``--benign-concurrency``, one request in eight keyed) alone for half of
+  ``--seconds``, then for ``--seconds`` beside a hostile one
+  (``--hostile-concurrency``, every other request a CPU-heavy sandboxed expression,
+  the rest answered without a tool, each with a fresh ``Idempotency-Key``).
+  Target: no error for the benign tenant; the hostile one refused by its own key
+  share (429).
 
 Results: a table here, ``bench_load.json``, ``bench_load.md`` and
 ``bench_load.png`` in ``--out`` (default ``eval/results``).
@@ -50,6 +57,7 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from eval import _load_tenants as tenants
 from eval._bench_client import Endpoint
 from eval._bench_services import (
     MODEL,
@@ -82,10 +90,13 @@ class Sizes:
     passthrough_requests: int = 40_000
     passthrough_max_seconds: float = 900.0
     timeout: float = 120.0
+    benign_concurrency: int = 4
+    hostile_concurrency: int = 32
 
 
 QUICK = Sizes(
-    concurrency=8, seconds=4, outage_seconds=1, passthrough_requests=400, timeout=60
+    concurrency=8, seconds=4, outage_seconds=1, passthrough_requests=400, timeout=60,
+    benign_concurrency=2, hostile_concurrency=4,
 )  # fmt: skip
 
 
@@ -193,11 +204,14 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @contextmanager
-def toolgraph(work: Path, upstream_port: int, redis_url: str | None) -> Iterator[Service]:
-    """A ready ``toolgraph serve``, its catalog loaded at start-up (no cold first request)."""
+def toolgraph(
+    work: Path, upstream_port: int, redis_url: str | None, env: dict[str, str] | None = None
+) -> Iterator[Service]:
+    """A ready ``toolgraph serve``, its catalog loaded at start-up (no cold first request);
+    ``env``: more of its settings."""
     spec = toolgraph_spec(free_port(), upstream_port, MASTER_KEY, work / "data")
     # The checkout this script runs from is the one measured, whatever the venv installed.
-    extra = {"TOOLGRAPH_ORCHESTRATE__PRELOAD": "true", "PYTHONPATH": str(ROOT)}
+    extra = {"TOOLGRAPH_ORCHESTRATE__PRELOAD": "true", "PYTHONPATH": str(ROOT), **(env or {})}
     if redis_url is not None:
         extra["TOOLGRAPH_REDIS_URL"] = redis_url
     # Ready once the catalog is loaded: /readyz, not /healthz.
@@ -371,11 +385,57 @@ def scenario_passthrough(work: Path, sizes: Sizes) -> dict[str, Any]:
     return summary
 
 
+def scenario_tenants(work: Path, sizes: Sizes) -> dict[str, Any]:
+    """Scenario D: a benign tenant alone, then beside a hostile one (eval._load_tenants)."""
+    brain = tenants.brain()
+    upstream = FakeUpstream(record=False).start()
+    upstream.responder = brain
+    load_before = os.getloadavg()[0]
+    env = {
+        "TOOLGRAPH_ADMIN_KEY": tenants.ADMIN_KEY,
+        "TOOLGRAPH_ORCHESTRATE__TENANT_IDEMPOTENCY_BYTES": str(tenants.TENANT_IDEMPOTENCY_BYTES),
+    }
+    try:
+        with redis_server() as redis, toolgraph(work, upstream.port, redis.url, env) as proxy:
+            port, tag = proxy.spec.port, f"load-{os.getpid()}"
+            keys = {name: tenants.create_key(port, name) for name in ("benign", "hostile")}
+            benign = tenants.tenant_load(
+                port, keys["benign"], tenants.BENIGN, MODEL,
+                (sizes.benign_concurrency, sizes.timeout), f"{tag}-benign", tenants.benign_keyed,
+            )  # fmt: skip
+            hostile = tenants.tenant_load(
+                port, keys["hostile"], tenants.HOSTILE, MODEL,
+                (sizes.hostile_concurrency, sizes.timeout), f"{tag}-hostile",
+                tenants.hostile_keyed,
+            )  # fmt: skip
+            alone = 0
+
+            async def drive() -> None:
+                nonlocal alone
+                await benign.run(sizes.seconds / 2)
+                alone = len(benign.outcomes)
+                async with asyncio.TaskGroup() as group:
+                    group.create_task(benign.run(sizes.seconds))
+                    group.create_task(hostile.run(sizes.seconds))
+
+            total = sizes.seconds * 1.5
+            asyncio.run(watched(benign, drive(), "D: two tenants (benign)", total, False))
+            rss = rss_mib(proxy.process.pid)
+            logged = logged_errors(proxy)
+    finally:
+        upstream.stop()
+    summary = tenants.tenants_summary(benign, alone, hostile)
+    summary["proxy_rss_mib_after"] = round(rss, 1)
+    summary["proxy_logged_errors"] = logged
+    summary["load_average"] = {"before": load_before, "after": os.getloadavg()[0]}
+    return summary
+
+
 def parse_args() -> tuple[Sizes, set[str], Path, bool]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     full = Sizes()
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds each")
-    parser.add_argument("--scenarios", default="abc", help="which to run (default: abc)")
+    parser.add_argument("--scenarios", default="abcd", help="which to run (default: abcd)")
     parser.add_argument(
         "--out",
         type=Path,
@@ -390,8 +450,8 @@ def parse_args() -> tuple[Sizes, set[str], Path, bool]:
     base = QUICK if args.quick else full
     given = {k: getattr(args, k) for k in dataclasses.asdict(full) if getattr(args, k) is not None}
     scenarios = set(args.scenarios.lower())
-    if not scenarios or not scenarios <= {"a", "b", "c"}:
-        parser.error(f"--scenarios takes letters of 'abc', not {args.scenarios!r}")
+    if not scenarios or not scenarios <= {"a", "b", "c", "d"}:
+        parser.error(f"--scenarios takes letters of 'abcd', not {args.scenarios!r}")
     return dataclasses.replace(base, **given), scenarios, args.out, args.quick
 
 
@@ -404,6 +464,7 @@ def main() -> None:
         "a": lambda work: scenario_orchestrate(work, sizes, outage=False),
         "b": lambda work: scenario_orchestrate(work, sizes, outage=True),
         "c": lambda work: scenario_passthrough(work, sizes),
+        "d": lambda work: scenario_tenants(work, sizes),
     }
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     try:

@@ -3,9 +3,15 @@
 Each run starts the real CLI with the catalog preloaded (every worker loads the
 embedding model, claims its Qdrant folder and indexes the catalog before it serves),
 on a fresh data directory and then again on the same one, and reports the seconds
-until every worker holds its folder and each serving process's RSS (Linux)::
+until every worker holds its folder, each serving process's RSS (Linux), and how many
+workers uvicorn's supervisor replaced on the way (a worker that missed its health check,
+one still loading on a busy host, is killed and started again: the log says so)::
 
-    python -m eval.bench_workers --workers 1 2
+    python -m eval.bench_workers --workers 1 2 [--burn 4]
+
+``--burn K`` runs K processes that spin on a core for the whole measurement (started
+and stopped here), to measure a busy host: the load average before and after is
+printed with each line.
 """
 
 from __future__ import annotations
@@ -26,18 +32,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--burn", type=int, default=0, help="CPU-spinning processes to run")
     args = parser.parse_args()
-    for workers in args.workers:
-        with tempfile.TemporaryDirectory(prefix="toolgraph-workers-") as data:
-            for start in ("fresh", "again"):
-                seconds, rss = measure(workers, Path(data), args.timeout)
-                print(
-                    f"workers={workers} {start}: all ready in {seconds:.1f} s, "
-                    f"RSS MiB per process {[round(r) for r in rss]}, total {sum(rss):.0f}"
-                )
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.burn)
+    ]
+    try:
+        for workers in args.workers:
+            with tempfile.TemporaryDirectory(prefix="toolgraph-workers-") as data:
+                for start in ("fresh", "again"):
+                    before = os.getloadavg()[0]
+                    seconds, rss, replaced = measure(workers, Path(data), args.timeout)
+                    print(
+                        f"workers={workers} {start}: all ready in {seconds:.1f} s, "
+                        f"RSS MiB per process {[round(r) for r in rss]}, total {sum(rss):.0f}, "
+                        f"workers replaced {replaced}, load average {before:.1f} -> "
+                        f"{os.getloadavg()[0]:.1f} ({args.burn} burners)"
+                    )
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
 
 
-def measure(workers: int, data: Path, timeout: float) -> tuple[float, list[float]]:
+def measure(workers: int, data: Path, timeout: float) -> tuple[float, list[float], int]:
     env = {
         **os.environ,
         "TOOLGRAPH_DATA_DIR": str(data),
@@ -46,22 +64,26 @@ def measure(workers: int, data: Path, timeout: float) -> tuple[float, list[float
     }
     command = [sys.executable, "-m", "proxy", "serve", "--port", str(free_port())]
     began = time.monotonic()
-    process = subprocess.Popen(
-        [*command, "--workers", str(workers)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = data / "serve.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [*command, "--workers", str(workers)], env=env, stdout=out, stderr=out
+        )
     try:
         while held(data, workers) < workers:
             if process.poll() is not None or time.monotonic() - began > timeout:
                 raise SystemExit(f"toolgraph with {workers} workers did not come up")
             time.sleep(0.05)
         seconds = time.monotonic() - began
-        return seconds, serving_rss(process.pid, workers)
+        return seconds, serving_rss(process.pid, workers), replaced(log)
     finally:
         process.terminate()
         process.wait(60)
+
+
+def replaced(log: Path) -> int:
+    """Workers the supervisor killed and started again ("Child process [N] died")."""
+    return log.read_text(errors="replace").count("] died")
 
 
 def held(data: Path, workers: int) -> int:

@@ -18,7 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.timeout(900)  # three proxies start, two loading the catalog: minutes under load
+@pytest.mark.timeout(900)  # four proxies start, three loading the catalog: minutes under load
 def test_the_quick_mode_runs_every_scenario_and_writes_its_results(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "eval.bench_load", "--quick", "--out", str(tmp_path)],
@@ -31,11 +31,13 @@ def test_the_quick_mode_runs_every_scenario_and_writes_its_results(tmp_path: Pat
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     results = json.loads((tmp_path / "bench_load.json").read_text())
-    for letter in "abc":
+    for letter in "abcd":
         assert results[letter]["answered"] > 0, results[letter]
         assert results[letter]["requests"] >= results[letter]["answered"]
     assert results["c"]["rss"]["after_second_half"]["mib"] > 0
     assert "redis_back_s" in results["b"]["redis"]
-    assert {check["target"][0] for check in results["checks"]} == {"A", "B", "C"}
+    assert results["d"]["alone"]["answered"] > 0
+    assert results["d"]["hostile"]["requests"] > 0
+    assert {check["target"][0] for check in results["checks"]} == {"A", "B", "C", "D"}
     assert (tmp_path / "bench_load.png").stat().st_size > 0
     assert "| A: orchestrate |" in (tmp_path / "bench_load.md").read_text()
