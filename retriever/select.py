@@ -1,10 +1,11 @@
 """Select mode: rank a client's own tools for the conversation and keep the few it needs.
 
 The client sent ``tools`` (often hundreds) and will run whichever the model calls;
-the upstream sees only the top ``k`` by similarity to the recent turns (with
-``retriever.clauses``, a tool's best over the whole text and each of its clauses, as
-every search of the catalog: :mod:`retriever.clauses`), above a threshold, and never
-none: when nothing passes, the best ones go anyway. A tool that ``tool_choice`` names
+the upstream sees only the top ``k`` for the recent turns, ranked as the catalog's
+search ranks (:mod:`retriever.tool_ranking`: BM25 fused with the cosine, which with
+``retriever.clauses`` is a tool's best over the whole text and each of its clauses),
+whose cosine passes a threshold, and never none: when nothing passes, the best ones go
+anyway. A tool that ``tool_choice`` names
 is always kept. Long ``enum`` lists of the kept tools are cut to the values nearest the
 conversation, keeping any value the conversation names and the default, so every
 parameter stays valid. Names are not changed, so the model's ``tool_calls`` already
