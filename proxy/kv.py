@@ -12,8 +12,10 @@ tenant keeps one client from taking another's room:
 * traces: ``orchestrate.max_traces`` entries and ``orchestrate.max_trace_bytes``, a
   tenant's ``orchestrate.tenant_trace_bytes``, the oldest goes; ``TRACE_BYTES``
   (``proxy/orchestrate/records.py``); ``orchestrate.trace_ttl``;
-* turn results: ``orchestrate.max_conversations``, the oldest goes;
-  ``RESULT_BYTES``; ``orchestrate.conversation_ttl``;
+* turn results: ``orchestrate.max_conversations`` and
+  ``orchestrate.max_conversation_bytes``, a tenant's
+  ``orchestrate.tenant_conversation_bytes``, the oldest goes; ``RESULT_BYTES``;
+  ``orchestrate.conversation_ttl``;
 * idempotency keys: ``orchestrate.max_idempotency_keys`` and
   ``orchestrate.max_idempotency_bytes``, a tenant's
   ``orchestrate.tenant_idempotency_bytes``, a new key refused while they are held;

@@ -282,6 +282,19 @@ class OrchestrateSettings(Section):
         description="Answered turns whose tool results are kept, in process or in Redis (the "
         "oldest goes first).",
     )
+    max_conversation_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Bytes the kept tool results of answered turns hold together, every "
+        "tenant's (the oldest goes first).",
+    )
+    tenant_conversation_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="Bytes one tenant's (one key's) kept turn results hold together: past it "
+        "that tenant's oldest go, never another tenant's (a follow-up of theirs runs its "
+        "tools again).",
+    )
     max_reused_results: int = Field(
         default=16, ge=0, le=256, description="Earlier tool results a follow-up may reuse."
     )

@@ -96,7 +96,7 @@ class ConversationResults:
         newest = list(kept.values())[-self.limit :]
         history = [*messages, {"role": "assistant", "content": answer}]
         data = json_codec.dumps([call.as_json() for call in newest])
-        await self._store.put(_key(history, client), data, self._ttl)
+        await self._store.put(_key(history, client), data, self._ttl, tenant=client)
 
 
 def _key(messages: Sequence[Mapping[str, JsonValue]], client: str) -> str:

@@ -3,8 +3,8 @@
 Traces, conversation results and ``Idempotency-Key``s each get a store of their
 own (``proxy/kv.py``) with its own bound, in Redis (shared by every process) as in
 process, so a thousand unrelated requests push out old traces but never a key whose
-answer a retry may still ask for (that store refuses new keys instead). Traces and
-keys are bounded by bytes per tenant as well: one client's traffic pushes out its own
+answer a retry may still ask for (that store refuses new keys instead). Traces, turn
+results and keys are bounded by bytes per tenant as well: one client's traffic pushes out its own
 old traces and fills its own share of keys, never another client's.
 
 Records written after the answer (trace, results, a key's outcome) are a help to
@@ -71,11 +71,16 @@ class Stores:
             max_bytes=options.max_trace_bytes,
             tenant_bytes=options.tenant_trace_bytes,
         )
+        results = Bound(
+            "turn_results",
+            options.max_conversations,
+            RESULT_BYTES,
+            max_bytes=options.max_conversation_bytes,
+            tenant_bytes=options.tenant_conversation_bytes,
+        )
         return cls(
             traces=open_key_value(redis, traces),
-            results=open_key_value(
-                redis, Bound("turn_results", options.max_conversations, RESULT_BYTES)
-            ),
+            results=open_key_value(redis, results),
             keys=open_key_value(redis, keys),
         )
 

@@ -1,6 +1,6 @@
 """The shared stores are bounded per tenant and by bytes: one client filling its share
-of the ``Idempotency-Key``s, the traces or the stored Responses takes nothing from
-another's; a trace list reads summaries, not the traces; a Response's input is kept
+of the ``Idempotency-Key``s, the traces, the turn results or the stored Responses takes
+nothing from another's; a trace list reads summaries, not the traces; a Response's input is kept
 once."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pydantic import JsonValue
 
 from proxy.config import OrchestrateSettings
 from proxy.kv import Bound, KeyValue, MemoryKeyValue
+from proxy.orchestrate.conversation import ConversationResults, EarlierCall
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.traces import TraceStore
 from testing.brain import Brain
@@ -171,3 +172,25 @@ def test_one_clients_responses_push_out_its_own_old_ones_never_anothers(
         mine.responses.retrieve(made[0])
     assert mine.responses.retrieve(made[-1]).id == made[-1]
     assert sdk(responding, KEY_B).responses.retrieve(theirs.id).id == theirs.id
+
+
+async def test_one_clients_turn_results_push_out_its_own_never_anothers() -> None:
+    stores = Stores.open(
+        None, OrchestrateSettings.model_validate({"tenant_conversation_bytes": 3 * 1024 * 1024})
+    )
+    results = ConversationResults(stores.results, 60, limit=16)
+    big = "x" * (1024 * 1024)
+
+    def turn(n: int) -> list[dict[str, JsonValue]]:
+        return [{"role": "user", "content": f"question {n}"}]
+
+    def answered(n: int) -> list[dict[str, JsonValue]]:
+        return [*turn(n), {"role": "assistant", "content": "done"}]
+
+    call = EarlierCall("t", {}, big, "text")
+    await results.remember(turn(0), "done", "b", [call])
+    for n in range(1, 6):
+        await results.remember(turn(n), "done", "a", [call])
+    assert await results.earlier(answered(0), "b")
+    assert not await results.earlier(answered(1), "a")
+    assert await results.earlier(answered(5), "a")
