@@ -16,7 +16,9 @@ other domains', then Gorilla API Zoo documents to fill larger lists. The arms:
   (``retriever.select_add_when_needed``).
 
 Each turn's forwarded body is what select mode's rewrite returns (timed: *rewrite ms*,
-the p50 over every turn, the first turn's embedding of the list included); it is then
+the p50 over every turn, the first turn's embedding of the list included; the arms share
+one vector cache, so only the first select-mode arm of a run embeds the lists and the
+questions, and its time is the one to compare across runs); it is then
 sent to the fake upstream (:mod:`testing.fake_upstream`), whose prompt cache reports
 ``usage.prompt_tokens_details.cached_tokens`` from the prompts it saw before.
 ``prompt tokens`` are cl100k tokens of the tools and messages as JSON (the bundled
