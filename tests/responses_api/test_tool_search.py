@@ -52,6 +52,7 @@ def test_the_search_loads_the_tools_the_question_needs_and_says_so(
     assert sorted(t.name for t in output.tools) == sorted(names[1:])  # type: ignore[union-attr]
     assert call.type == "function_call"
     assert call.name == "get_weather_forecast"
+    assert call.namespace == "get_weather_forecast"  # OpenAI's shape for a deferred function
 
 
 def test_the_stream_reports_the_search_before_the_answer(
