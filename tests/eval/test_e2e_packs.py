@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from eval.data_folder import data_folder
 from eval.e2e.__main__ import config_from, parse_args
 from eval.e2e.catalog import catalog
 from eval.e2e.packs import PACK_TASKS, pack_tools
@@ -25,9 +26,7 @@ from testing.brain import Brain, plan_of
 from testing.fake_upstream import FakeToolCall, FakeUpstream, Script
 from tests.conftest import unavailable
 
-CORPUS = (
-    Path(__file__).resolve().parents[3] / "shared" / "data" / "toolbench_stable" / "corpus.jsonl.gz"
-)
+CORPUS = data_folder() / "toolbench_stable" / "corpus.jsonl.gz"
 GEO = "http://example.org/geo/"
 TASK = {task.id: task for task in PACK_TASKS}
 GERMANY_SQL = "SELECT count(*) FROM customers WHERE country = 'Germany'"
