@@ -11,7 +11,7 @@ steps are then checked against their tools' preconditions, repaired or refused
 as one call whose one tool is refused there (a count of a set no call has made) is
 decomposed after all: the triage took a chain for one call. A client key's tool scope
 makes a planner of its own (:meth:`RequestPlanner.within`) whose candidate lists hold
-only the tools it allows.
+only the tools it allows, and whose decomposition is shown only their categories.
 
 The event loop never waits on a store: the graph store and the index are
 synchronous (Neo4j answers over the network), so every stretch of work between two
@@ -66,13 +66,17 @@ class RequestPlanner:
         config: PlannerSettings,
         memory: PlanMemory | None = None,
         learned: Callable[[str], Awaitable[LiveEvidence | None]] | None = None,
+        categories: Sequence[str] | None = None,
     ) -> None:
-        """``learned``: a client scope's observed edge evidence (None: none for it)."""
+        """``learned``: a client scope's observed edge evidence (None: none for it).
+        ``categories``: the ones a decomposition may name (a scoped planner's: those of
+        its tools); None: the catalog's."""
         self.finder = finder
         self.encoder = encoder
         self.config = config
         self.memory = memory
         self.learned = learned
+        self._only_categories = None if categories is None else list(categories)
         self._scoped: OrderedDict[str, RequestPlanner] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -87,9 +91,16 @@ class RequestPlanner:
             held = self._scoped.get(key)
         if held is None:
             store = self.finder.store
-            allowed = scope.among(self.finder.index.documents, store.get_tool)
+            documents = self.finder.index.documents
+            allowed = scope.among(documents, store.get_tool)
+            categories = sorted({doc.category for doc in documents if doc.id in allowed})
             held = RequestPlanner(
-                self.finder.scoped(allowed), self.encoder, self.config, self.memory, self.learned
+                self.finder.scoped(allowed),
+                self.encoder,
+                self.config,
+                self.memory,
+                self.learned,
+                categories,
             )
             with self._lock:
                 self._scoped[key] = held
@@ -275,6 +286,8 @@ class RequestPlanner:
         return [tool_line(tool.name, tool.description) for tool in tools if tool is not None]
 
     def _categories(self) -> list[str]:
+        if self._only_categories is not None:
+            return self._only_categories
         return [c.name for c in self.finder.store.categories()]
 
     async def _examples(

@@ -188,10 +188,11 @@ CROSS = "Compute the cross product of two vectors, [1, 2, 3] and [4, 5, 6]."
 
 @pytest.mark.parametrize("policy", ["llm", "graph"])
 def test_a_keys_tool_scope_bounds_the_planners_candidates(
-    start_proxy: StartProxy, brain: Brain, policy: str
+    start_proxy: StartProxy, upstream: FakeUpstream, brain: Brain, policy: str
 ) -> None:
-    """The planner never shows the model, nor plans, a tool outside the key's scope:
-    the same request from the master key is offered and runs ``vector_operation``."""
+    """The planner never shows the model, nor plans, a tool outside the key's scope (nor
+    the categories of those alone): the same request from the master key is offered
+    ``vector_operation``."""
     proxy = start_proxy(
         master_key=MASTER, admin_key=ADMIN, upstream_api_key=UPSTREAM_KEY,
         planner={"policy": policy},
@@ -204,14 +205,30 @@ def test_a_keys_tool_scope_bounds_the_planners_candidates(
     assert "vector_operation" in candidates(everything)
     if policy == "llm":
         assert any("vector_operation" in text for stage, text in brain.prompts if stage == "pick")
+        assert "physics" in decompose_prompts(upstream)
 
     brain.prompts.clear()
+    upstream.requests.clear()
     scoped = orchestrated(proxy, calculator["key"], CROSS)
     offered = candidates(scoped)
     assert offered
     assert all(tool.startswith("evaluate_") for tool in offered), offered
     assert all(call["tool"].startswith("evaluate_") for call in scoped["calls"])
     assert not any("vector_operation" in text for _, text in brain.prompts)
+    if policy == "llm":
+        shown = decompose_prompts(upstream)
+        assert "math" in shown
+        assert "physics" not in shown  # no tool of the key's is a physics one
+
+
+def decompose_prompts(upstream: FakeUpstream) -> str:
+    """The system prompts of the decompositions the upstream was asked for."""
+    systems = [
+        str(request.body["messages"][0].get("content"))
+        for request in upstream.requests
+        if request.body.get("messages")
+    ]
+    return "\n".join(text for text in systems if text.startswith("You plan how to answer"))
 
 
 def test_the_cli_creates_lists_and_revokes_keys(
