@@ -153,6 +153,7 @@ async def test_a_redirect_to_another_origin_carries_no_header_of_the_server() ->
         server = McpServerSettings(
             name="moved", url=f"{first}/mcp", headers={"x-api-key": "sk-mcp-secret-0123456789"}
         )
-        with pytest.raises(ToolError):
+        with pytest.raises(ToolError) as failed:
             await probe_server(server, EgressPolicy(allow_private=True))
+    assert f"Redirect to {other}/mcp not followed" in failed.value.message
     assert not [h for h in _Recorder.seen if "sk-mcp-secret-0123456789" in str(h)]
