@@ -17,6 +17,7 @@ list, the paper's decoupled generation (:mod:`proxy.execute.choices`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,7 +167,7 @@ class ArgumentWriter:
         inputs: Mapping[str, str],
         choices: Choices,
     ) -> list[Message]:
-        parameters = shown_parameters(tool.parameters, choices)
+        parameters = without_unasked_options(shown_parameters(tool.parameters, choices), task)
         spec = {"name": tool.name, "description": tool.description, "parameters": parameters}
         parts = [
             f"Tool:\n{json.dumps(spec, ensure_ascii=False)}",
@@ -184,6 +185,43 @@ class ArgumentWriter:
             {"role": "system", "content": PROMPT},
             {"role": "user", "content": "\n\n".join(parts)},
         ]
+
+
+def without_unasked_options(parameters: Mapping[str, JsonValue], task: str) -> dict[str, JsonValue]:
+    """``parameters`` without the optional ones that have a ``default`` and a fixed set of
+    values (an ``enum``) none of which the sub-task names: the tool's own default is
+    what the writer would pick, and the tool applies it when the parameter is left out.
+
+    A small model writes every parameter it is shown (``"method": "auto"`` beside the
+    three it needed); each written token costs a busy CPU about as much as fifteen read.
+    """
+    properties = parameters.get("properties")
+    if not isinstance(properties, dict):
+        return dict(parameters)
+    required = parameters.get("required")
+    needed = set(required) if isinstance(required, list) else set()
+    text = _words(task)
+    kept = {
+        name: schema
+        for name, schema in properties.items()
+        if name in needed or not _unasked(schema, text)
+    }
+    return {**parameters, "properties": kept}
+
+
+def _unasked(schema: JsonValue, text: str) -> bool:
+    """An enum with a default, none of whose values ``text`` names (a value may start a
+    longer word: "numeric" in "numerically")."""
+    if not isinstance(schema, dict) or "default" not in schema:
+        return False
+    values = schema.get("enum")
+    if not isinstance(values, list) or not values:
+        return False
+    return not any(re.search(rf"(?<!\w){re.escape(_words(str(v)))}", text) for v in values)
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower().replace("_", " ")))
 
 
 def validate_arguments(tool: Tool, arguments: object) -> list[str]:

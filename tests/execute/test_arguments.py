@@ -32,7 +32,11 @@ BOOK = Tool(
         "properties": {
             "hotel_id": {"type": "string"},
             "nights": {"type": "integer", "minimum": 1},
-            "board": {"type": "string", "enum": ["room_only", "breakfast", "half_board"]},
+            "board": {
+                "type": "string",
+                "enum": ["room_only", "breakfast", "half_board"],
+                "default": "room_only",
+            },
         },
         "required": ["hotel_id", "nights"],
     },
@@ -97,6 +101,33 @@ async def test_the_llm_fills_the_gaps_from_earlier_results(
     assert '"required": ["hotel_id", "nights"]' in prompt
     assert "cheapest hotel" in prompt
     assert '<result id="search">\n{"results":[{"id":"h-42","price":80}]}\n</result>' in prompt
+
+
+@pytest.mark.parametrize(
+    ("task", "shown"),
+    [
+        ("Book two nights at hotel h-1.", False),  # nothing to choose from: left out
+        ("Book two nights at hotel h-1 with breakfast.", True),
+        ("Book two nights at hotel h-1, half board.", True),
+    ],
+)
+async def test_an_optional_enum_is_shown_only_when_the_sub_task_names_a_value(
+    upstream: FakeUpstream, model: UpstreamModel, task: str, shown: bool
+) -> None:
+    upstream.enqueue(answer({"hotel_id": "h-1", "nights": 2}))
+    await ArgumentWriter().write(BOOK, task, {}, {}, model)
+    spec = json.loads(prompt_of(upstream.requests[0]).split("Tool:\n", 1)[1].split("\n")[0])
+    assert ("board" in spec["parameters"]["properties"]) is shown
+    assert {"hotel_id", "nights"} <= set(spec["parameters"]["properties"])
+
+
+async def test_a_required_enum_is_always_shown(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    vectors = next(tool for tool in builtin_tools() if tool.name == "vector_operation")
+    upstream.enqueue(answer({"operation": "angle", "a": [1, 0], "b": [0, 1]}))
+    await ArgumentWriter().write(vectors, "The angle between [1, 0] and [0, 1].", {}, {}, model)
+    assert '"enum": ["add", ' in prompt_of(upstream.requests[0])
 
 
 async def test_validation_errors_go_back_and_the_second_answer_counts(

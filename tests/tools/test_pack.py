@@ -73,6 +73,7 @@ def test_derivatives_symbolic_and_numeric() -> None:
     symbolic = call("calculate_derivative", expression="x**3*sin(x)", at="pi")
     assert symbolic["derivative"] == "x**2*(x*cos(x) + 3*sin(x))"
     assert number(symbolic["value"]) == pytest.approx(-(math.pi**3))
+    assert next(iter(symbolic)) == "value"  # the number asked for first, then the formula
     numeric = call("calculate_derivative", expression="x**3", at=2, order=2, method="numeric")
     assert number(numeric["value"]) == pytest.approx(12.0, rel=1e-6)
 

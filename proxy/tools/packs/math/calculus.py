@@ -80,11 +80,13 @@ def calculate_derivative(arguments: Mapping[str, JsonValue]) -> JsonValue:
             raise ToolInputError("a numeric derivative needs the point 'at'")
         return {"value": _numeric_derivative(expression, x, order, _bound(at, variables))}
     derivative = sympy.simplify(sympy.diff(expression, x, order))
-    result: dict[str, JsonValue] = {"derivative": str(derivative), "method": "symbolic"}
-    if at is not None:
-        point = derivative.subs(x, _bound(at, variables))
-        result["value"] = to_json_number(point) if not point.free_symbols else str(point)
-    return result
+    formula: dict[str, JsonValue] = {"derivative": str(derivative), "method": "symbolic"}
+    if at is None:
+        return formula
+    # The value asked for comes first: a 1.5B model answering from this result stated the
+    # first field, the formula, and dropped the value (issue 29's traces).
+    point = derivative.subs(x, _bound(at, variables))
+    return {"value": to_json_number(point) if not point.free_symbols else str(point), **formula}
 
 
 def _numeric_derivative(

@@ -30,6 +30,7 @@ _VARIABLES: JsonValue = {
     "and constants.",
     "additionalProperties": {"type": "number"},
 }
+_METHOD: JsonValue = {"type": "string", "enum": ["auto", "symbolic", "numeric"], "default": "auto"}
 _EXPRESSION: JsonValue = {
     "type": "string",
     "description": "Math in Python/SymPy syntax (^ means power). Constants (SI): c, "
@@ -64,7 +65,7 @@ SPECS: list[dict[str, JsonValue]] = [
                 "variable": {"type": "string", "description": "Integration variable."},
                 "lower": {"type": ["number", "string"], "description": "Lower bound."},
                 "upper": {"type": ["number", "string"], "description": "Upper bound."},
-                "method": {"type": "string", "enum": ["auto", "symbolic", "numeric"]},
+                "method": _METHOD,
                 "variables": _VARIABLES,
             },
             "required": ["expression"],
@@ -93,12 +94,12 @@ SPECS: list[dict[str, JsonValue]] = [
                     "description": "The value of the variable to evaluate the derivative at; "
                     "left out for the derivative as a formula.",
                 },
-                "method": {"type": "string", "enum": ["auto", "symbolic", "numeric"]},
+                "method": _METHOD,
                 "variables": _VARIABLES,
             },
             "required": ["expression"],
         },
-        "x-example": {"derivative": "3*x**2", "method": "symbolic", "value": 12.0},
+        "x-example": {"value": 12.0, "derivative": "3*x**2", "method": "symbolic"},
     },
     {
         "name": "vector_operation",
