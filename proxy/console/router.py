@@ -16,6 +16,7 @@ from proxy import json_codec
 from proxy.auth import authenticate
 from proxy.console import overview
 from proxy.console.catalog import CatalogView
+from proxy.context import RequestContext
 from proxy.errors import redact
 from proxy.services import services_of
 
@@ -41,8 +42,12 @@ async def search_catalog(
 
 @router.get("/catalog/tools/{name}")
 async def get_catalog_tool(name: str, request: Request) -> Response:
-    view = CatalogView(services_of(request).orchestrator.catalog)
-    return _masked(request, await view.tool(name))
+    services = services_of(request)
+    page = await CatalogView(services.orchestrator.catalog).tool(name)
+    context: RequestContext = request.state.context  # ``authenticate`` has set it
+    # what the asking client's own runs observed (never another client's)
+    page["learned"] = await services.learner.edges_of(context.tenant, name)
+    return _masked(request, page)
 
 
 @router.get("/catalog/stats")

@@ -98,6 +98,32 @@ class Learner:
         """Everything ``tenant`` learned, as the admin API and CLI show it."""
         return state_json(tenant, await self.store.counts(tenant), self.enabled_for(tenant))
 
+    async def edges_of(self, tenant: str, tool: str) -> list[JsonValue]:
+        """The edges ``tenant``'s runs observed into and out of ``tool`` (the console's
+        tool page), the most observed first; none when it does not learn or the store
+        cannot be read."""
+        if not self.enabled_for(tenant):
+            return []
+        try:
+            counts = await self.store.counts(tenant)
+        except StoreUnavailable as exc:
+            self._warn(f"learned counts not read for a tool page ({exc.message})")
+            return []
+        found: list[JsonValue] = []
+        for (kind, source, target), (good, bad) in _most_seen(counts):
+            if kind == "edge" and tool in (source, target):
+                way = "out" if source == tool else "in"
+                found.append(
+                    {
+                        "direction": way,
+                        "source": source,
+                        "target": target,
+                        "succeeded": good,
+                        "failed": bad,
+                    }
+                )
+        return found
+
     async def reset(self, tenant: str) -> int:
         """Forget ``tenant``'s learned state; how many counts it held."""
         gone = await self.store.reset(tenant)
@@ -113,11 +139,10 @@ class Learner:
 
 def state_json(tenant: str, counts: Mapping[Key, Count], enabled: bool) -> dict[str, JsonValue]:
     """One tenant's counts, by kind, the most observed first."""
-    ordered = sorted(counts.items(), key=lambda item: (-sum(item[1]), item[0]))
     edges: list[JsonValue] = []
     picks: list[JsonValue] = []
     select: list[JsonValue] = []
-    for (kind, a, b), (good, bad) in ordered:
+    for (kind, a, b), (good, bad) in _most_seen(counts):
         if kind == "edge":
             edges.append({"source": a, "target": b, "succeeded": good, "failed": bad})
         elif kind == "pick":
@@ -132,3 +157,7 @@ def state_json(tenant: str, counts: Mapping[Key, Count], enabled: bool) -> dict[
         "picks": picks,
         "select": select,
     }
+
+
+def _most_seen(counts: Mapping[Key, Count]) -> list[tuple[Key, Count]]:
+    return sorted(counts.items(), key=lambda item: (-sum(item[1]), item[0]))

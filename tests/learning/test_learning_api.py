@@ -1,5 +1,6 @@
 """Learning end to end: an orchestrated run, and a select-mode answer, teach their own
 tenant alone, which the admin API and ``toolgraph learning`` inspect, export and reset
+and the console's tool page shows to that tenant
 (the admin key required, bad input answered in OpenAI's error shape); with learning off
 nothing is recorded."""
 
@@ -80,6 +81,17 @@ def test_a_run_teaches_its_tenant_alone_which_the_admin_api_exports_and_resets(
     assert state["edges"] == [{**EDGE, "succeeded": 1, "failed": 0}]
     assert state["enabled"] is True
     assert admin(proxy, "GET", f"/{other}").json()["edges"] == []
+    # the console's tool page shows the asking client's learned edges, and no other's
+    pages = {
+        key: httpx.get(
+            f"{proxy.url}/v1/toolgraph/catalog/tools/calculate_derivative",
+            headers={"authorization": f"Bearer {key}"},
+            timeout=30,
+        ).json()
+        for key in (KEY_A, KEY_B)
+    }
+    assert pages[KEY_A]["learned"] == [{"direction": "out", **state["edges"][0]}]
+    assert pages[KEY_B]["learned"] == []
     listed = admin(proxy, "GET", "").json()
     assert listed["data"] == [{"tenant": mine, "enabled": True}]
     monkeypatch.setenv("TOOLGRAPH_ADMIN_KEY", ADMIN)

@@ -50,11 +50,23 @@ export async function toolPage(main, { args: [name] }) {
       h("dt", {}, "Callable now"), h("dd", {}, tool.callable ? "yes" : "no (its source is down)"),
       tool.endpoint ? [h("dt", {}, "Endpoint"), h("dd", {}, h("code", {}, `${tool.endpoint.method} ${tool.endpoint.url}`))] : null),
     h("section", { class: "card" }, h("h2", {}, "Graph neighbourhood"), neighbourhood(tool)),
+    (tool.learned || []).length ? h("section", { class: "card" }, h("h2", {}, "Learned from your runs"), learned(tool)) : null,
     h("section", { class: "card" }, h("h2", {}, "Recent calls"), recentCalls(tool.name, recent.data)),
     h("section", { class: "card" }, h("h2", {}, "Parameters"), codeBlock(tool.parameters)));
 }
 
 const KIND_CLASS = { STRONG_DEP: "strong", WEAK_DEP: "weak", SEQUENTIAL: "sequential" };
+
+// The edges this client's own runs observed into and out of the tool (learning on).
+function learned(tool) {
+  return h("table", { class: "candidates" }, h("thead", {}, h("tr", {}, ["", "Tool", "Succeeded", "Failed"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, tool.learned.map((e) => {
+      const other = e.direction === "out" ? e.target : e.source;
+      return h("tr", {}, h("td", {}, e.direction === "out" ? "→" : "←"),
+        h("td", {}, h("a", { href: `#/tools/${encodeURIComponent(other)}` }, other)),
+        h("td", { class: "num" }, e.succeeded), h("td", { class: "num" }, e.failed));
+    })));
+}
 
 function neighbourhood(tool) {
   if (!tool.edges.length) return h("p", { class: "muted" }, "No edge: no recorded path or schema match links this tool to another yet.");
