@@ -24,6 +24,10 @@ tenant keeps one client from taking another's room:
   ``responses.max_total_bytes``, a tenant's ``responses.tenant_bytes``, the oldest
   goes; ``responses.max_stored_bytes``; ``responses.store_ttl``
   (``proxy/responses_api/store.py``);
+* select mode's loaded tools: 10,000 conversations and
+  ``retriever.select_loaded_max_bytes``, a tenant's
+  ``retriever.select_loaded_tenant_bytes``, the oldest goes; ``MAX_LOADED_BYTES``
+  (``proxy/select/loaded.py``); ``retriever.select_loaded_ttl_s``;
 * field lists: ``FIELD_LISTS`` (``proxy/execute/service.py``), the oldest goes;
   7 days, 10 minutes for "no list" (``proxy/execute/fields.py``).
 

@@ -238,6 +238,19 @@ class RetrieverConfig(BaseModel):
     select_loaded_ttl_s: int = Field(
         default=3600, ge=1, description="How long a conversation's loaded tools are kept idle."
     )
+    select_loaded_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        gt=0,
+        description="Bytes the conversations' loaded tools hold together, every tenant's (the "
+        "oldest written goes first): the most they take of the proxy's memory, or of Redis'.",
+    )
+    select_loaded_tenant_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        gt=0,
+        description="Bytes one tenant's (one key's) conversations' loaded tools hold together: "
+        "past it that tenant's oldest written go, never another tenant's (its conversation's "
+        "next turn starts a fresh prefix).",
+    )
     enum_top_k: int = Field(
         default=8, ge=1, description="Enum values kept per parameter in select mode."
     )

@@ -8,7 +8,7 @@ forwarded (its enum values trimmed for the question that loaded it); tools a new
 needs are appended at the end. When nothing new is needed, the forwarded ``tools`` is
 byte for byte the previous turn's.
 
-A conversation is named by what its turns share: the client's scope and the messages up
+A conversation is named by what its turns share: the client's tenant and the messages up
 to its first user message (the system prompt and the opening question), the same for a
 ``previous_response_id`` chain, whose translated messages start the same way. Past
 ``retriever.select_max_loaded`` tools, the ones loaded most recently that this turn did
@@ -20,6 +20,13 @@ docs/benchmarks.md).
 A tool the client changed since it was loaded (another definition under its name) is
 loaded again in its new form, in its old place; a tool the client no longer sends
 leaves.
+
+The store is shared by every client, so it is bounded in bytes, in all
+(``retriever.select_loaded_max_bytes``) and per tenant
+(``retriever.select_loaded_tenant_bytes``): past its share a tenant's own oldest
+conversations go, never another tenant's. A conversation is kept under its tenant's name
+too, so two tenants that open a conversation alike never share it (nor one's write
+count against the other).
 """
 
 from __future__ import annotations
@@ -30,14 +37,16 @@ from dataclasses import dataclass
 
 import orjson
 from pydantic import JsonValue
+from redis.asyncio import Redis
 
-from proxy.kv import Bound, KeyValue
+from proxy.errors import StoreFull
+from proxy.kv import Bound, KeyValue, open_key_value
+from retriever.config import RetrieverConfig
 
 #: Conversations whose loaded tools are kept at once; the oldest written goes first.
 MAX_CONVERSATIONS = 10_000
 #: One conversation's loaded tools, as forwarded: 64 definitions of 4 KB.
 MAX_LOADED_BYTES = 256 * 1024
-BOUND = Bound("select_loaded", MAX_CONVERSATIONS, MAX_LOADED_BYTES)
 
 ToolSpec = dict[str, JsonValue]
 
@@ -57,15 +66,15 @@ def tool_digest(tool: Mapping[str, JsonValue]) -> str:
     return hashlib.sha256(orjson.dumps(tool, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-def conversation_key(scope: str, messages: Sequence[Mapping[str, JsonValue]]) -> str:
-    """The conversation ``messages`` belong to, within a client's ``scope``: its leading
+def conversation_key(tenant: str, messages: Sequence[Mapping[str, JsonValue]]) -> str:
+    """The conversation ``messages`` belong to, within ``tenant``'s: its leading
     messages up to and including the first user message."""
     leading: list[Mapping[str, JsonValue]] = []
     for message in messages:
         leading.append({"role": message.get("role"), "content": message.get("content")})
         if message.get("role") == "user":
             break
-    text = orjson.dumps([scope, leading], option=orjson.OPT_SORT_KEYS)
+    text = orjson.dumps([tenant, leading], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(text).hexdigest()[:40]
 
 
@@ -110,17 +119,30 @@ class LoadedTools:
         self._store = store
         self._ttl = ttl
 
+    @classmethod
+    def open(cls, redis: Redis | None, config: RetrieverConfig) -> LoadedTools:
+        """The store of ``config``'s bounds: in Redis when given, else in process."""
+        bound = Bound(
+            "select_loaded",
+            MAX_CONVERSATIONS,
+            MAX_LOADED_BYTES,
+            max_bytes=config.select_loaded_max_bytes,
+            tenant_bytes=config.select_loaded_tenant_bytes,
+        )
+        return cls(open_key_value(redis, bound), config.select_loaded_ttl_s)
+
     async def get(self, key: str) -> list[LoadedTool]:
         raw = await self._store.get(key)
         if raw is None:
             return []
         return [LoadedTool(str(n), str(d), f) for n, d, f in orjson.loads(raw)]
 
-    async def put(self, key: str, tools: Sequence[LoadedTool]) -> None:
-        """Keep ``tools`` for the conversation; a set too large to keep is forgotten (the
-        next turn starts a fresh prefix) rather than refused."""
+    async def put(self, key: str, tools: Sequence[LoadedTool], tenant: str) -> None:
+        """Keep ``tools`` for the conversation, counted against ``tenant``'s share; a set
+        too large to keep is forgotten (the next turn starts a fresh prefix) rather than
+        refused."""
         value = orjson.dumps([[t.name, t.digest, t.forwarded] for t in tools])
-        if len(value) > BOUND.max_value_bytes:
+        try:
+            await self._store.put(key, value, self._ttl, tenant=tenant)
+        except StoreFull:
             await self._store.delete(key)
-            return
-        await self._store.put(key, value, self._ttl)

@@ -24,11 +24,9 @@ from proxy import metrics
 from proxy.context import RequestContext, ToolSearch
 from proxy.encoder.service import EncoderService, RetrieverUnavailable
 from proxy.errors import InvalidRequest, StoreUnavailable
-from proxy.kv import open_key_value
 from proxy.protocol.chat import ChatCompletionRequest, ToolgraphOptions
 from proxy.select.deferred import is_deferred, split_deferred
 from proxy.select.loaded import (
-    BOUND,
     LoadedTool,
     LoadedTools,
     conversation_key,
@@ -62,7 +60,7 @@ class SelectService:
         self._encoders = encoders
         self._gate: tuple[Gate, BatchingEmbedder] | None = None  # loaded on first use
         self._lock = asyncio.Lock()
-        self._loaded = LoadedTools(open_key_value(redis, BOUND), config.select_loaded_ttl_s)
+        self._loaded = LoadedTools.open(redis, config)
 
     async def rewrite(
         self, request: ChatCompletionRequest, body: dict[str, Any], context: RequestContext
@@ -89,7 +87,7 @@ class SelectService:
         if forced is not None and forced in {function_name(tool) for tool in fixed}:
             tool_choice = None  # a tool that always goes: nothing to force among the rest
         top_k = options.top_k or self._config.select_top_k
-        key = conversation_key(context.client_key or "", body["messages"])
+        key = conversation_key(context.tenant, body["messages"])
         previous = await self._previous(key)
         threshold = (
             self._config.select_threshold if options.threshold is None else options.threshold
@@ -99,7 +97,7 @@ class SelectService:
         )
         chosen = selection.tools
         if previous is not None:
-            chosen = await self._keep_loaded(key, previous, candidates, selection)
+            chosen = await self._keep_loaded(key, context.tenant, previous, candidates, selection)
         if any(is_deferred(tool) for tool in tools):
             query = conversation_query(body["messages"], self._config.query_turns)
             loaded = tuple(name for tool in chosen if (name := function_name(tool)) is not None)
@@ -150,7 +148,12 @@ class SelectService:
             return None
 
     async def _keep_loaded(
-        self, key: str, previous: list[LoadedTool], candidates: list[Any], selection: Selection
+        self,
+        key: str,
+        tenant: str,
+        previous: list[LoadedTool],
+        candidates: list[Any],
+        selection: Selection,
     ) -> list[Any]:
         """The tools this conversation loaded before, in load order, then this turn's new
         ones (:mod:`proxy.select.loaded`); tools that are not functions go first, as they
@@ -170,7 +173,7 @@ class SelectService:
         loaded = merge_loaded(previous, offered, chosen, self._config.select_max_loaded)
         if loaded != previous:
             try:
-                await self._loaded.put(key, loaded)
+                await self._loaded.put(key, loaded, tenant)
             except StoreUnavailable as exc:
                 log.warning("select: loaded tools not kept: %s", exc)
         return [*others, *(tool.forwarded for tool in loaded)]

@@ -1,6 +1,6 @@
 """The shared stores are bounded per tenant and by bytes: one client filling its share
-of the ``Idempotency-Key``s, the traces, the turn results or the stored Responses takes
-nothing from another's; a trace list reads summaries, not the traces; a Response's input is kept
+of the ``Idempotency-Key``s, the traces, the turn results, the stored Responses or select
+mode's loaded tools takes nothing from another's; a trace list reads summaries, not the traces; a Response's input is kept
 once."""
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from proxy.kv import Bound, KeyValue, MemoryKeyValue
 from proxy.orchestrate.conversation import ConversationResults, EarlierCall
 from proxy.orchestrate.records import Stores
 from proxy.orchestrate.traces import TraceStore
+from proxy.select.loaded import LoadedTool, LoadedTools, tool_digest
+from retriever.config import RetrieverConfig
 from testing.brain import Brain
 from tests.conftest import ServerThread, StartProxy, closed_after_test
 from tests.orchestrate.conftest import ORCHESTRATE, user
@@ -194,3 +196,30 @@ async def test_one_clients_turn_results_push_out_its_own_never_anothers() -> Non
     assert await results.earlier(answered(0), "b")
     assert not await results.earlier(answered(1), "a")
     assert await results.earlier(answered(5), "a")
+
+
+def loaded_tools(n: int) -> list[LoadedTool]:
+    """A conversation's loaded tools, about 100 KB."""
+    function: dict[str, JsonValue] = {"name": f"t{n}", "description": "x" * 100_000}
+    spec: dict[str, JsonValue] = {"type": "function", "function": function}
+    return [LoadedTool(f"t{n}", tool_digest(spec), spec)]
+
+
+async def test_one_clients_loaded_tools_push_out_its_own_never_anothers() -> None:
+    config = RetrieverConfig.model_validate({"select_loaded_tenant_bytes": 350_000})
+    loaded = LoadedTools.open(None, config)
+    await loaded.put("b0", loaded_tools(0), "b")
+    for n in range(1, 6):
+        await loaded.put(f"a{n}", loaded_tools(n), "a")
+    assert await loaded.get("b0") == loaded_tools(0)
+    assert await loaded.get("a1") == []  # its own oldest went
+    assert await loaded.get("a5") == loaded_tools(5)
+
+
+async def test_all_loaded_tools_together_are_bounded_by_bytes() -> None:
+    config = RetrieverConfig.model_validate({"select_loaded_max_bytes": 350_000})
+    loaded = LoadedTools.open(None, config)
+    for n in range(10):
+        await loaded.put(f"c{n}", loaded_tools(n), f"tenant-{n}")
+    kept = [n for n in range(10) if await loaded.get(f"c{n}")]
+    assert kept == [7, 8, 9]
