@@ -11,7 +11,9 @@ steps are then checked against their tools' preconditions, repaired or refused
 as one call whose one tool is refused there (a count of a set no call has made) is
 decomposed after all: the triage took a chain for one call. A client key's tool scope
 makes a planner of its own (:meth:`RequestPlanner.within`) whose candidate lists hold
-only the tools it allows, and whose decomposition is shown only their categories.
+only the tools it allows, whose decomposition is shown only their categories, and whose
+memory examples are only the past paths along them (a path of the tenant's that went
+through a tool the key no longer reaches is not shown).
 
 The event loop never waits on a store: the graph store and the index are
 synchronous (Neo4j answers over the network), so every stretch of work between two
@@ -67,16 +69,19 @@ class RequestPlanner:
         memory: PlanMemory | None = None,
         learned: Callable[[str], Awaitable[LiveEvidence | None]] | None = None,
         categories: Sequence[str] | None = None,
+        tools: frozenset[str] | None = None,
     ) -> None:
         """``learned``: a client scope's observed edge evidence (None: none for it).
         ``categories``: the ones a decomposition may name (a scoped planner's: those of
-        its tools); None: the catalog's."""
+        its tools); None: the catalog's. ``tools``: the names a memory example's path
+        may hold (a scoped planner's); None: any."""
         self.finder = finder
         self.encoder = encoder
         self.config = config
         self.memory = memory
         self.learned = learned
         self._only_categories = None if categories is None else list(categories)
+        self._only_tools = tools
         self._scoped: OrderedDict[str, RequestPlanner] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -93,14 +98,15 @@ class RequestPlanner:
             store = self.finder.store
             documents = self.finder.index.documents
             allowed = scope.among(documents, store.get_tool)
-            categories = sorted({doc.category for doc in documents if doc.id in allowed})
+            reached = [doc for doc in documents if doc.id in allowed]
             held = RequestPlanner(
                 self.finder.scoped(allowed),
                 self.encoder,
                 self.config,
                 self.memory,
                 self.learned,
-                categories,
+                sorted({doc.category for doc in reached}),
+                frozenset(doc.name for doc in reached),
             )
             with self._lock:
                 self._scoped[key] = held
@@ -296,11 +302,14 @@ class RequestPlanner:
         if self.memory is None or self.config.memory_k == 0 or scope is None:
             return {}
         try:
-            return await self.memory.recall(list(vectors.values()), self.config.memory_k, scope)
+            found = await self.memory.recall(list(vectors.values()), self.config.memory_k, scope)
         except VectorStoreError as exc:  # examples help; planning goes on without them
             log.warning("the plan memory could not be read: %s", exc)
             plan.notes.append(f"no memory examples: {exc}")
             return {}
+        if self._only_tools is None:
+            return found
+        return {text: path for text, path in found.items() if self._only_tools.issuperset(path)}
 
 
 def _fell_back(exc: Exception) -> str:

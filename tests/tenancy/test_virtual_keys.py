@@ -4,6 +4,7 @@ limits; the master key stays the operator's."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -17,6 +18,11 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 
 from proxy.cli import main
+from proxy.execute.plan import PlanNode
+from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
+from proxy.plan.model import Plan, SubTask
+from proxy.plan.policy import embed_subtasks
+from proxy.tenancy.keys import VirtualKey
 from testing.brain import Brain
 from testing.fake_upstream import FakeUpstream
 from tests.conftest import ServerThread, StartProxy, closed_after_test
@@ -254,3 +260,57 @@ def test_the_cli_creates_lists_and_revokes_keys(
         sdk(proxy, secret).models.list()
     assert main(["keys", "revoke", key_id, *where]) == 1
     assert capfd.readouterr().err.strip() == f"toolgraph keys: no virtual key {key_id!r}"
+
+
+def remember_paths(server: ServerThread, tenant: str, paths: dict[str, list[str]]) -> None:
+    """Leave ``paths`` (a sub-task's text: the tools of its chain) in ``tenant``'s plan
+    memory, as its earlier runs did, through the server's own memory and encoder."""
+
+    async def remember() -> None:
+        assert server.services is not None
+        catalog = await server.services.orchestrator.catalog.get()
+        assert catalog.memory is not None
+        for text, tools in paths.items():
+            ids = [f"s{n}" for n in range(len(tools))]
+            subtasks = [SubTask(id=i, text=text, needs=ids[n - 1 : n]) for n, i in enumerate(ids)]
+            plan = Plan(subtasks, dict(zip(ids, tools, strict=True)), "llm")
+            nodes = [PlanNode(id=i, tool=tool) for i, tool in zip(ids, tools, strict=True)]
+            run = PlanRun({node.id: CallRecord(node, Outcome.OK) for node in nodes})
+            vectors = embed_subtasks(catalog.planner.encoder, subtasks)
+            await catalog.memory.remember(plan, run, {ids[-1]: vectors[ids[-1]]}, tenant)
+
+    assert server.loop is not None
+    asyncio.run_coroutine_threadsafe(remember(), server.loop).result(timeout=120)
+
+
+def test_a_scoped_keys_memory_examples_name_only_its_tools(
+    start_proxy: StartProxy, brain: Brain
+) -> None:
+    """Paths the key's tenant remembers through tools it no longer reaches (a narrowed
+    scope, a tool moved to another source) are not shown to the model; its others are."""
+    proxy = start_proxy(
+        master_key=MASTER, admin_key=ADMIN, upstream_api_key=UPSTREAM_KEY,
+        planner={"policy": "llm", "memory_k": 5},
+    )  # fmt: skip
+    arguments = {"operation": "cross", "a": [1, 2, 3], "b": [4, 5, 6]}
+    brain.one_step(CROSS, "cross product", "vector_operation", arguments)
+    calculator = create(proxy, name="calculator", scope={"tools": ["evaluate_*"]})
+    orchestrated(proxy, MASTER, CROSS)  # the catalog loaded
+    fields = {k: v for k, v in calculator.items() if k not in ("object", "key")}
+    tenant = VirtualKey(**fields, digest="").tenant
+    remember_paths(
+        proxy,
+        tenant,
+        {
+            "Take the cross product of [1, 2, 3] and [4, 5, 6]": ["vector_operation"],
+            "Evaluate 3*4, then cross two vectors": ["evaluate_expression", "vector_operation"],
+            "Evaluate the expression 2*pi*50": ["evaluate_expression"],
+        },
+    )
+
+    brain.prompts.clear()
+    orchestrated(proxy, calculator["key"], CROSS)
+    picks = [text for stage, text in brain.prompts if stage == "pick"]
+    assert picks
+    assert all("A past success" in text for text in picks)  # its own path is shown
+    assert not any("vector_operation" in text for _, text in brain.prompts)
