@@ -287,7 +287,9 @@ class CandidateFinder:
         sources = [(after, 1.0), ([b for b in beam if b not in after], self.beam_share)]
         for starts, share in sources:
             start = set(starts)
+            joined: set[tuple[str, str]] = set()  # the pairs the graph joins
             for edge, other in self.store.edge_rows(start, ALL_KINDS, "out") if start else []:
+                joined.add((edge.src, other.id))
                 if other.id in start or not self._offers(other.id):
                     continue
                 if category is not None and other.category != category:
@@ -305,7 +307,7 @@ class CandidateFinder:
                         score,
                         _edge_candidate(edge, other, score, sims[other.id], self._name),
                     )
-            for found in self._learned_successors(start, share, category, sims):
+            for found in self._learned_successors(start, joined, share, category, sims):
                 score = self.trust.prior(rank.get(found.tool_id, len(pool))) + found.score
                 if score > scored.get(found.tool_id, (-math.inf, None))[0]:
                     scored[found.tool_id] = (score, replace(found, score=score))
@@ -322,19 +324,26 @@ class CandidateFinder:
         return self.live.nats(names[source], names[target], offline, len(self._row), sure)
 
     def _learned_successors(
-        self, start: set[str], share: float, category: str | None, sims: Mapping[str, float]
+        self,
+        start: set[str],
+        joined: set[tuple[str, str]],
+        share: float,
+        category: str | None,
+        sims: Mapping[str, float],
     ) -> list[Candidate]:
         """The tools the tenant ran after one of ``start`` where the graph has no edge
-        from it (such a pair's prior is no evidence: 0 nats), each scored by its nats."""
+        from it (not in ``joined``; such a pair's prior is no evidence: 0 nats), each
+        scored by its nats."""
         if self.live is None:
             return []
         found = []
         for source in start:
             name = self._name.get(source, source)
-            joined = {other.id for _, other in self.store.edge_rows({source}, ALL_KINDS, "out")}
             for target in self.live.successors(name):
                 other = self._id_of.get(target)
-                if other is None or other in start or other in joined or not self._offers(other):
+                if other is None or other in start or (source, other) in joined:
+                    continue
+                if not self._offers(other):
                     continue
                 if category is not None and self._category[other] != category:
                     continue
