@@ -175,6 +175,14 @@ class Pipeline:
             return None
         return catalog.gate.gate.spec.confident_threshold
 
+    @staticmethod
+    def _sure_of_a_tool(turn: Turn, catalog: Catalog) -> bool:
+        """Whether the gate scored the request at or above its balanced threshold, where it
+        decides alone when no triage follows: the triage's "none" is then ruled out."""
+        if catalog.gate is None or turn.gate is None:
+            return False
+        return turn.gate.score >= catalog.gate.gate.spec.threshold
+
     async def _plan_and_execute(
         self, turn: Turn, catalog: Catalog, earlier: list[EarlierCall], say: Say
     ) -> ExecutedPlan | None:
@@ -226,7 +234,12 @@ class Pipeline:
             if turn.context.tool_scope is not None:  # the key's tools alone are candidates
                 planner = await asyncio.to_thread(planner.within, turn.context.tool_scope)
             plan = await planner.plan(
-                conversation, model, turn.client, turn.target.planner, excluded
+                conversation,
+                model,
+                turn.client,
+                turn.target.planner,
+                excluded,
+                tool_needed=self._sure_of_a_tool(turn, catalog),
             )
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
         offered = {c.tool for d in plan.decisions for c in d.candidates}

@@ -40,6 +40,7 @@ from proxy.llm import ChatModel, MeteredModel, metered
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.decompose import decompose
 from proxy.plan.model import Plan, SubTask
+from proxy.plan.order import split_clauses
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.preconditions import enforce_preconditions
 from proxy.plan.prompting import PlanningFailed
@@ -50,6 +51,9 @@ from proxy.plan.trust import LiveEvidence
 from proxy.tenancy.keys import ToolScope
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import RetrieverError, VectorStoreError
+
+#: Why a request went without the triage call: what the call decides was known already.
+UNTRIAGED = "triage skipped: the gate is sure a tool is needed and the request is one clause"
 
 if TYPE_CHECKING:  # imports qdrant_client: a restart from the index snapshot plans without it
     from proxy.plan.memory import PlanMemory
@@ -121,11 +125,15 @@ class RequestPlanner:
         scope: str | None = None,
         profile: PlannerProfile | None = None,
         exclude: frozenset[str] = frozenset(),
+        *,
+        tool_needed: bool = False,
     ) -> Plan:
         """Decompose ``conversation`` and choose a tool for every sub-task, with the
         memory of client ``scope`` as examples, in the pipeline ``profile`` names (the
         routed model's; unset, the configured ``planner.profile``). Tools in ``exclude``
         are never chosen: an earlier run found them unable to run for this request.
+        ``tool_needed``: the no-tool gate is sure a tool is needed (the triage's "none"
+        is ruled out), so a request of one clause is planned as one call untriaged.
 
         Without a catalog to search (the graph store or the retriever failing) there is
         nothing to fall back to: the plan is empty and its note says why.
@@ -133,7 +141,7 @@ class RequestPlanner:
         try:
             config = self.config.for_profile(profile)
             planner = await self._learned_by(scope)
-            plan = await planner._plan(conversation, model, scope, config, exclude)
+            plan = await planner._plan(conversation, model, scope, config, exclude, tool_needed)
             await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
             return plan
         except (GraphStoreError, RetrieverError) as exc:
@@ -158,12 +166,17 @@ class RequestPlanner:
         scope: str | None,
         config: PlannerSettings,
         exclude: frozenset[str],
+        tool_needed: bool = False,
     ) -> Plan:
         if model is None or config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
             return await self._without_llm([_whole(conversation)], [why])
         counted = metered(model)
         if config.triage:
+            if tool_needed and len(split_clauses(conversation)) == 1:
+                plan = await self._one_call(conversation, counted, scope, config, exclude)
+                plan.notes.insert(0, UNTRIAGED)
+                return plan
             closest = await asyncio.to_thread(self._closest_tools, conversation)
             sort = await triage(counted, conversation, closest)
             if sort == "none":

@@ -18,7 +18,7 @@ from proxy.llm import UpstreamModel
 from proxy.plan.candidates import CandidateFinder
 from proxy.plan.memory import PlanMemory
 from proxy.plan.model import Plan
-from proxy.plan.planner import RequestPlanner
+from proxy.plan.planner import UNTRIAGED, RequestPlanner
 from proxy.plan.policy import embed_subtasks
 from retriever.embedder import Encoder
 from retriever.owned_client import OwnedClient
@@ -377,6 +377,29 @@ async def test_triage_one_plans_the_request_as_one_sub_task(
     assert plan.choices == {"s1": "flight_search"}
     assert plan.llm_calls == 2
     assert plan.notes == ["triage: one tool call, planned without a decomposition"]
+
+
+async def test_a_sure_gate_and_one_clause_skip_the_triage(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(pick(1))
+    plan = await planner(finder, encoder, triage=True).plan(
+        "Find flights to Paris.", model, tool_needed=True
+    )
+    assert plan.choices == {"s1": "flight_search"}
+    assert plan.llm_calls == 1  # the pick alone
+    assert plan.notes[0] == UNTRIAGED
+    assert not any("sort requests" in prompt for prompt in prompts(upstream))
+
+
+async def test_a_request_of_several_clauses_is_triaged_even_when_the_gate_is_sure(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply("several"), reply(STEPS), pick(1), pick(1), pick(1))
+    plan = await planner(finder, encoder, triage=True).plan(REQUEST, model, tool_needed=True)
+    assert plan.llm_calls == 5
+    assert UNTRIAGED not in plan.notes
+    assert "sort requests" in prompts(upstream)[0]
 
 
 async def test_triage_several_or_anything_else_decomposes(
