@@ -171,6 +171,7 @@ def slim_trace(trace: dict[str, Any] | None) -> dict[str, Any] | None:
         "answer": trace.get("answer"),
         "gate": trace.get("gate"),
         "timings": trace.get("timings"),
+        "upstream_usage": trace.get("upstream_usage"),  # each LLM call: purpose, tokens, s
     }
 
 
