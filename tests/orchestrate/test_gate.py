@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.config import load_settings
+from proxy.orchestrate.pipeline import SURE_OF_A_TOOL
 from proxy.plan.planner import UNTRIAGED
 from retriever.embedder import load_encoder
 from retriever.gate.model import load_gate
@@ -148,10 +149,10 @@ def test_under_triage_the_gate_refuses_only_when_confident(
     assert call["tool"] == "evaluate_expression"
     assert "0.125" in answer
 
-    # Over the balanced threshold a request of one clause needs no triage: it is one call
+    # A request of one clause the gate is sure of needs no triage: it is one call
     brain.one_step(QUESTION, "2*pi*50", "evaluate_expression", {"expression": "2*pi*50"})
     answer, recorded = ask(server, QUESTION)
-    assert recorded["gate"]["score"] >= load_gate().threshold
+    assert recorded["gate"]["score"] >= SURE_OF_A_TOOL
     assert brain.asked["triage"] == 1
     assert recorded["plan"]["notes"][0] == UNTRIAGED
     assert "314.15" in answer
