@@ -119,13 +119,16 @@ _VERBS = frozenset(
         "monitor",
     ]
 )
+#: Raised when the templates change, so that stored questions are written again.
+_TEMPLATES = "templates-1"
+
 _KEPT: OrderedDict[str, tuple[str, ...]] = OrderedDict()
 _KEPT_MAX = 200_000
 
 
 def questions(fields: ToolFields) -> tuple[str, ...]:
     """The tool's questions (deterministic; kept by the fields' digest)."""
-    key = _digest(fields)
+    key = questions_digest(fields)
     found = _KEPT.get(key)
     if found is None:
         found = _write(fields)
@@ -178,8 +181,11 @@ def _need(description: str) -> tuple[str, bool]:
     return " ".join([first, *words[1:]]), verb is not None or first in _VERBS
 
 
-def _digest(fields: ToolFields) -> str:
+def questions_digest(fields: ToolFields) -> str:
+    """What the questions are written from (and the templates' version): a tool whose
+    digest is unchanged has the same questions, so the catalog embeds them once."""
     parts: Sequence[str] = (
+        _TEMPLATES,
         fields.name,
         fields.description,
         fields.group,

@@ -101,15 +101,17 @@ class ToolIndex:
         self._row_of_id = {doc.id: i for i, doc in enumerate(self.documents)}
         self._extra: DenseMatrix | None = None
         self._owners = np.zeros(0, dtype=np.intp)
-        self._rows_of: list[npt.NDArray[np.intp]] = []
+        # The extra rows by owner: those of tool i are _by_owner[_bounds[i]:_bounds[i + 1]].
+        self._by_owner = np.zeros(0, dtype=np.intp)
+        self._bounds = np.zeros(len(documents) + 1, dtype=np.intp)
         if extra is not None and len(extra.owners):
             if len(extra.vectors) != len(extra.owners):
                 raise ValueError(f"{len(extra.vectors)} extra rows but {len(extra.owners)} owners")
             self._extra = DenseMatrix(extra.vectors)
             self._owners = np.asarray(extra.owners, dtype=np.intp)
-            order = np.argsort(self._owners, kind="stable")
-            bounds = np.searchsorted(self._owners[order], np.arange(len(documents) + 1))
-            self._rows_of = [order[bounds[i] : bounds[i + 1]] for i in range(len(documents))]
+            self._by_owner = np.argsort(self._owners, kind="stable").astype(np.intp)
+            owned = self._owners[self._by_owner]
+            self._bounds = np.searchsorted(owned, np.arange(len(documents) + 1)).astype(np.intp)
 
     @classmethod
     def from_config(
@@ -145,6 +147,13 @@ class ToolIndex:
 
     def __len__(self) -> int:
         return len(self.documents)
+
+    @property
+    def extra(self) -> ExtraRows | None:
+        """The tools' extra rows (their question rows); None without any."""
+        if self._extra is None:
+            return None
+        return ExtraRows(self._extra.matrix, self._owners)
 
     def search(
         self,
@@ -213,28 +222,38 @@ class ToolIndex:
             return found
         extra_mask = None if mask is None else mask[self._owners]
         per_tool = max(1, len(self._owners) // max(1, len(self.documents)))
-        best = dict(found)
-        for row, score in self._extra.search(query, k * per_tool, extra_mask):
-            owner = int(self._owners[row])
-            best[owner] = max(best.get(owner, -np.inf), score)
-        rows = np.asarray(sorted(best), dtype=np.intp)
+        extra = [row for row, _ in self._extra.search(query, k * per_tool, extra_mask)]
+        own = [row for row, _ in found]
+        rows = np.unique(np.concatenate([np.asarray(own, dtype=np.intp), self._owners[extra]]))
         exact = self._best_of(query, rows)
         return [(int(rows[i]), float(exact[i])) for i in top_k(exact, k)]
+
+    def similarity_of(self, query: Vectors, row: int) -> float:
+        """One tool's exact cosine (its best query row's): its document's, or with extra
+        rows its best row's, as a search scores it."""
+        own = self.dense.score_of(query, row)
+        extra_rows = self._by_owner[self._bounds[row] : self._bounds[row + 1]]
+        if self._extra is None or not len(extra_rows):
+            return own
+        return max(own, float(self._extra.best_of(query, extra_rows).max()))
 
     def _best_of(self, query: Vectors, rows: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
         """Each of ``rows``' cosine: its document's, or its best row's with extra rows."""
         own = self.dense.best_of(query, rows)
         if self._extra is None or not len(rows):
             return own
-        parts = [self._rows_of[int(r)] for r in rows]
-        extra_rows = np.concatenate(parts)
-        if not len(extra_rows):
+        starts = self._bounds[rows]
+        counts = self._bounds[rows + 1] - starts
+        total = int(counts.sum())
+        if not total:
             return own
-        scores = self._extra.best_of(query, extra_rows)
-        counts = np.asarray([len(p) for p in parts])
-        owner = np.repeat(np.arange(len(rows)), counts)
+        # each row's run of extra rows, laid end to end: one product, one reduceat
+        ends = np.cumsum(counts)
+        positions = np.repeat(starts - (ends - counts), counts) + np.arange(total)
+        scores = self._extra.best_of(query, self._by_owner[positions])
+        held = counts > 0
         best = own.copy()
-        np.maximum.at(best, owner, scores)
+        best[held] = np.maximum(own[held], np.maximum.reduceat(scores, (ends - counts)[held]))
         return best
 
     def _mask(self, field: str, value: str | None) -> Mask | None:

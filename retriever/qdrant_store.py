@@ -41,12 +41,18 @@ class SyncReport:
     updated: int
     removed: int
     unchanged: int
+    questions: int = 0  # tools whose question rows were embedded or removed
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed or self.questions)
 
     def summary(self) -> str:
-        return (
+        text = (
             f"{self.added} added, {self.updated} re-embedded, {self.removed} removed, "
             f"{self.unchanged} unchanged"
         )
+        return text + (f", questions of {self.questions} tools embedded" if self.questions else "")
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,10 @@ class QdrantCatalog:
         self._client = client
         self.collection = collection
         self.dim = dim
+
+    @property
+    def client(self) -> OwnedClient:
+        return self._client
 
     def exists(self) -> bool:
         return self._client.call(lambda c: bool(c.collection_exists(self.collection)))

@@ -14,7 +14,9 @@ carries, and not one tool record of the store is read (over ToolBench's 46,661 t
 reading the records took 8.9 s, the documents 1.4 s and BM25 7.6 s of a restart on a
 busy machine). Otherwise only rows whose tool id and text digest match the documents
 the store gives now are kept: a changed or new tool waits for the sync, a removed one
-is gone, and BM25 is built again over what is kept.
+is gone, and BM25 is built again over what is kept. With ``retriever.expand_documents``
+the tools' question rows travel with them (their vectors and owning rows; the key says
+whether they are in), so a restart does not read them back from Qdrant either.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import orjson
 from retriever.config import RetrieverConfig
 from retriever.documents import ToolDocument
 from retriever.embedder import Vectors
-from retriever.index import ToolIndex
+from retriever.index import ExtraRows, ToolIndex
 from retriever.lexical import BM25Index
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class Snapshot:
     vectors: Vectors
     bm25: dict[str, npt.NDArray[Any]]  # BM25Index.state() of every row; empty: none
     gate: GateVectors | None
+    extra: ExtraRows | None = None  # the question rows (retriever.expand_documents)
 
 
 def snapshot_path(data_dir: Path, catalog: str, model: str) -> Path:
@@ -72,7 +75,8 @@ def snapshot_path(data_dir: Path, catalog: str, model: str) -> Path:
 def snapshot_key(store_version: str, config: RetrieverConfig) -> str:
     """What must be the same for every row to be served as written: the store's tools
     (its version stamp changes with every write) and how a tool becomes a document."""
-    return f"{store_version}|{config.document}"
+    key = f"{store_version}|{config.document}"
+    return key + "|questions" if config.expand_documents else key
 
 
 def save_snapshot(
@@ -87,6 +91,9 @@ def save_snapshot(
         "rows": _json_bytes([astuple(doc) for doc in index.documents]),
         "key": _json_bytes(key),
     }
+    if index.extra is not None:
+        arrays["extra_vectors"] = index.extra.vectors
+        arrays["extra_owners"] = index.extra.owners
     if index.bm25 is not None:
         arrays.update({_BM25 + name: array for name, array in index.bm25.state().items()})
     if gate is not None:
@@ -121,6 +128,9 @@ def read_snapshot(path: Path) -> Snapshot | None:
                 _word_sets(arrays.get("gate_words")),
                 _word_sets(arrays.get("gate_names")),
             )
+        extra = None
+        if "extra_vectors" in arrays:
+            extra = ExtraRows(arrays["extra_vectors"], arrays["extra_owners"].astype(np.intp))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:  # torn or foreign: sync instead
@@ -129,8 +139,14 @@ def read_snapshot(path: Path) -> Snapshot | None:
     if len(arrays["vectors"]) != len(documents):
         log.warning("the index snapshot %s does not hold a vector per document", path)
         return None
+    if extra is not None and (
+        len(extra.vectors) != len(extra.owners)
+        or (len(extra.owners) and int(extra.owners.max()) >= len(documents))
+    ):
+        log.warning("the index snapshot %s has question rows of no document", path)
+        return None
     bm25 = {name[len(_BM25) :]: a for name, a in arrays.items() if name.startswith(_BM25)}
-    return Snapshot(key, documents, arrays["vectors"], bm25, gate)
+    return Snapshot(key, documents, arrays["vectors"], bm25, gate, extra)
 
 
 def whole_index(snapshot: Snapshot, config: RetrieverConfig) -> ToolIndex:
@@ -140,6 +156,7 @@ def whole_index(snapshot: Snapshot, config: RetrieverConfig) -> ToolIndex:
         snapshot.vectors,
         config,
         bm25=_bm25(snapshot) if config.fusion else None,
+        extra=snapshot.extra if config.expand_documents else None,
     )
 
 
@@ -169,9 +186,21 @@ def load_snapshot(
     bm25 = None
     if config.fusion and snapshot.bm25 and order == list(range(len(snapshot.documents))):
         bm25 = _bm25(snapshot)  # every row, in order: the BM25 index holds as written
+    extra = _extra_of(snapshot, order) if config.expand_documents else None
     return ToolIndex.from_config(
-        [doc for doc, _ in taken], snapshot.vectors[order], config, bm25=bm25
+        [doc for doc, _ in taken], snapshot.vectors[order], config, bm25=bm25, extra=extra
     )
+
+
+def _extra_of(snapshot: Snapshot, order: list[int]) -> ExtraRows | None:
+    """The snapshot's question rows of the rows in ``order``, owned by their new rows."""
+    if snapshot.extra is None:
+        return None
+    moved = np.full(len(snapshot.documents), -1, dtype=np.intp)
+    moved[order] = np.arange(len(order))
+    owners = moved[snapshot.extra.owners]
+    kept = owners >= 0
+    return ExtraRows(snapshot.extra.vectors[kept], owners[kept])
 
 
 def _word_sets(array: npt.NDArray[np.uint8] | None) -> list[frozenset[str]]:

@@ -142,9 +142,11 @@ class CatalogLoader:
         and the int8 copy again (seconds over 47k tools) would give the same rows."""
         from retriever.documents import catalog_documents
 
-        if served is None or report.added or report.updated or report.removed:
+        if served is None or report.changed:
             return None
         index = served.catalog.planner.finder.index
+        if (index.extra is not None) != self._settings.retriever.expand_documents:
+            return None  # served from a snapshot without the question rows, or with them
         held = {(doc.id, doc.digest) for doc in index.documents}
         wanted = catalog_documents(tools, self._settings.retriever)
         same = len(held) == len(wanted) and held == {(doc.id, doc.digest) for doc in wanted}

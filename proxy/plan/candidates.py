@@ -39,7 +39,7 @@ from proxy.plan.model import Candidate
 from proxy.plan.order import TextOrder
 from proxy.plan.trust import DECLARED_ORIGINS, EdgeTrust, LiveEvidence, load_trust
 from retriever.clauses import with_clauses
-from retriever.dense import DenseMatrix, Mask
+from retriever.dense import Mask
 from retriever.embedder import Vectors
 from retriever.encoder import Encoder
 from retriever.index import ToolIndex
@@ -174,7 +174,7 @@ class CandidateFinder:
         few hundred rows at most, and the whole catalog's product cost 3.7 ms idle over
         47k tools, once per sub-task and twice for a dependent one (issue 15). With
         several rows (:meth:`query`), a tool's best row's."""
-        return _ScoreView(self._row, self.index.dense, vector)
+        return _ScoreView(self._row, self.index, vector)
 
     def query(self, text: str, vector: Vectors) -> Vectors:
         """What a search for ``text`` reads: ``vector`` (the whole text's), and with
@@ -439,16 +439,16 @@ def _edge_candidate(
 class _ScoreView(Mapping[str, float]):
     """Cosine similarity by tool id, scored row by row as it is read."""
 
-    def __init__(self, rows: Mapping[str, int], dense: DenseMatrix, query: Vectors) -> None:
+    def __init__(self, rows: Mapping[str, int], index: ToolIndex, query: Vectors) -> None:
         self._rows = rows
-        self._dense = dense
+        self._index = index
         self._query = np.asarray(query, dtype=np.float32)
         self._scores: dict[str, float] = {}
 
     def __getitem__(self, key: str) -> float:
         score = self._scores.get(key)
         if score is None:
-            score = self._scores[key] = self._dense.score_of(self._query, self._rows[key])
+            score = self._scores[key] = self._index.similarity_of(self._query, self._rows[key])
         return score
 
     def __iter__(self) -> Iterator[str]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import numpy as np
+
 from graph_store.store import open_store
 from proxy.catalog.loaded import Catalog, StoredTools
 from proxy.catalog.service import CatalogService
@@ -94,6 +96,47 @@ async def test_a_sync_that_changed_nothing_keeps_the_served_index(tmp_path: Path
     finally:
         await restart.settle()
         restart.close()
+        encoders.close()
+
+
+async def test_question_rows_are_loaded_snapshotted_and_served_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """With ``retriever.expand_documents`` the full load embeds each tool's questions, the
+    snapshot carries them, a restart serves them, and its sync (nothing changed) keeps
+    that index; a restart with the setting off serves no question rows."""
+    settings = load_settings(
+        data_dir=tmp_path, planner={"memory_k": 0}, retriever={"expand_documents": True}
+    )
+    encoders = EncoderService(settings.retriever)
+    try:
+        first = CatalogService(settings, encoders)
+        loaded = await first.get()
+        first.close()
+        extra = loaded.planner.finder.index.extra
+        assert extra is not None
+        assert len(extra.owners) >= 3 * len(loaded.planner.finder.index)
+
+        restart = CatalogService(settings, encoders)
+        restart.preload()
+        try:
+            await asyncio.wait_for(restart.served.wait(), WAIT)
+            served = await restart.get()
+            held = served.planner.finder.index.extra
+            assert held is not None
+            np.testing.assert_array_equal(held.vectors, extra.vectors)
+            await asyncio.wait_for(restart.synced.wait(), WAIT)
+            synced = await restart.get()
+            assert synced.planner.finder.index is served.planner.finder.index
+        finally:
+            await restart.settle()
+            restart.close()
+
+        off = settings.model_copy(
+            update={"retriever": settings.retriever.model_copy(update={"expand_documents": False})}
+        )
+        assert (await _restart(off, encoders)).planner.finder.index.extra is None
+    finally:
         encoders.close()
 
 

@@ -111,3 +111,18 @@ def test_several_query_rows_honour_a_mask(catalog: Vectors, queries: Vectors) ->
     found = compressed.search(queries[2:5], 10, mask)
     assert same(found, exact.search(queries[2:5], 10, mask))
     assert all(mask[i] for i, _ in found)
+
+
+def test_a_search_that_would_rescore_half_the_rows_is_exact(
+    catalog: Vectors, queries: Vectors
+) -> None:
+    """Past COMPRESS_FROM, a deep search (a catalog's question rows are read 3 x 100 deep)
+    of several query rows would rescore most of the matrix after the int8 pass: the exact
+    product alone is cheaper, and its top k is the exact one."""
+    compressed, exact = DenseMatrix(catalog), DenseMatrix(catalog, compress=False)
+    assert same(compressed.search(queries[0], 10), exact.search(queries[0], 10))
+    assert compressed.int8_passes == 1
+    deep = 400
+    assert 2 * 4 * deep * 4 >= len(catalog)
+    assert same(compressed.search(queries[:4], deep), exact.search(queries[:4], deep))
+    assert compressed.int8_passes == 1
