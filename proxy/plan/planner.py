@@ -170,7 +170,7 @@ class RequestPlanner:
     ) -> Plan:
         if model is None or config.policy == "graph":
             why = "no planner model" if model is None else "configured policy: graph"
-            return await self._without_llm([_whole(conversation)], [why])
+            return await self._without_llm([_whole(conversation)], [why], exclude)
         counted = metered(model)
         if config.triage:
             if tool_needed and len(split_clauses(conversation)) == 1:
@@ -225,7 +225,7 @@ class RequestPlanner:
             with metrics.STAGE_LATENCY.labels("decompose").time():
                 found = await decompose(counted, conversation, categories, config.decompose_retries)
         except (ToolgraphError, PlanningFailed) as exc:
-            plan = await self._without_llm([_whole(conversation)], [_fell_back(exc)])
+            plan = await self._without_llm([_whole(conversation)], [_fell_back(exc)], exclude)
             plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
             return plan
         if found.no_tools:
@@ -275,18 +275,26 @@ class RequestPlanner:
                     exclude=exclude,
                 )
         except (ToolgraphError, PlanningFailed) as exc:
-            plan = await self._without_llm(subtasks, [_fell_back(exc)])
+            plan = await self._without_llm(subtasks, [_fell_back(exc)], exclude)
         plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
         return plan
 
-    async def _without_llm(self, subtasks: Sequence[SubTask], notes: list[str]) -> Plan:
+    async def _without_llm(
+        self,
+        subtasks: Sequence[SubTask],
+        notes: list[str],
+        exclude: frozenset[str] = frozenset(),
+    ) -> Plan:
         with metrics.STAGE_LATENCY.labels("select").time():
-            plan = await asyncio.to_thread(self._plan_without_llm, subtasks)
+            plan = await asyncio.to_thread(self._plan_without_llm, subtasks, exclude)
         plan.notes += notes
         return plan
 
-    def _plan_without_llm(self, subtasks: Sequence[SubTask]) -> Plan:
-        """The LLM-free policy, embedding included (in a worker thread: one hop)."""
+    def _plan_without_llm(
+        self, subtasks: Sequence[SubTask], exclude: frozenset[str] = frozenset()
+    ) -> Plan:
+        """The LLM-free policy, embedding included (in a worker thread: one hop), never
+        picking a tool of ``exclude``: a backtrack's re-plan moves past it here too."""
         vectors = embed_subtasks(self.encoder, subtasks)
         return plan_without_llm(
             self.finder,
@@ -295,6 +303,7 @@ class RequestPlanner:
             self.config.top_k,
             beam=self.config.beam,
             order=self.finder.text_order(self.encoder),
+            exclude=exclude,
         )
 
     def _closest_tools(self, conversation: str) -> list[str]:

@@ -66,8 +66,10 @@ def plan_without_llm(
     beam: int = 0,
     width: int | None = None,
     order: TextOrder | None = None,
+    exclude: frozenset[str] = frozenset(),
 ) -> Plan:
-    """``beam``: how many runners-up of each needed sub-task's list also lend their
+    """Tools in ``exclude`` are never picked (an earlier run of the request found them
+    unable to run). ``beam``: how many runners-up of each needed sub-task's list also lend their
     neighbours (at a share of the bonus).
 
     ``width`` > 1 searches the picks jointly: the ``width`` best partial plans are kept
@@ -96,15 +98,16 @@ def plan_without_llm(
     for step_index, task in enumerate(tasks):
         grown: list[tuple[float, float, Plan]] = []
         for total, plan in paths:
-            candidates = finder.find(
+            found = finder.find(
                 task.text,
                 vectors[task.id],
-                k,
+                k + len(exclude),
                 after=chosen_tool_ids(plan, finder, task),
                 beam=runners_up(plan, task, beam),
                 category=task.category,
                 use_graph=use_graph,
             )
+            candidates = [c for c in found if c.tool not in exclude][:k]
             used = set(plan.choices.values())
             options = [c for c in candidates if c.tool not in used] or candidates[:1]
             if not options:

@@ -46,9 +46,10 @@ def by_tool(upstream: FakeUpstream) -> ByTool:
     return brain
 
 
-@pytest.fixture
-def proxy(start_proxy: StartProxy) -> ServerThread:
-    return start_proxy(planner=PLANNER)
+@pytest.fixture(params=["llm", "graph"])
+def proxy(start_proxy: StartProxy, request: pytest.FixtureRequest) -> ServerThread:
+    """The pick without asking, by the LLM policy's walk or by the LLM-free policy."""
+    return start_proxy(planner=PLANNER if request.param == "llm" else {"policy": "graph"})
 
 
 def test_an_unfed_pick_backtracks_to_the_next_candidate_that_runs(
