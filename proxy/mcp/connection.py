@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 
@@ -84,6 +85,11 @@ class McpConnection:
         self._lost = False
         self._closing = False
         self._task: asyncio.Task[None] | None = None
+        # The session's scope, with the connect deadline until it is connected: anyio's,
+        # which the SDK's shielded stop of a stdio server (its 2 s of grace, then the kill)
+        # holds off; task.cancel() and asyncio.timeout cut that stop short and left the
+        # process running.
+        self._session: anyio.CancelScope | None = None
         self.tried = asyncio.Event()  # the first connection attempt ended, either way
         self.failure: str | None = None  # why the last attempt failed, in words
 
@@ -104,8 +110,8 @@ class McpConnection:
         task = self._task
         if task is None:
             return
-        if self._client is None:  # still starting: no need to wait out connect_timeout
-            task.cancel()
+        if self._client is None and self._session is not None:
+            self._session.cancel()  # still starting: no need to wait out connect_timeout
         await asyncio.wait([task])  # a cancel of aclose itself still reaches its caller
         if not task.cancelled():
             task.result()  # a bug in the supervisor is raised, never lost
@@ -171,12 +177,13 @@ class McpConnection:
         transport = WatchedTransport(self.server, self.server.connect_timeout, self._policy)
         served = False
         try:
-            async with AsyncExitStack() as stack:
-                client = await self._connect(stack, transport)
-                served = True
-                self.failure = None
-                self.tried.set()
-                await self._watch(client, transport)
+            with anyio.fail_after(self._timeout) as self._session:
+                async with AsyncExitStack() as stack:
+                    client = await self._connect(stack, transport, self._session)
+                    served = True
+                    self.failure = None
+                    self.tried.set()
+                    await self._watch(client, transport)
         except TimeoutError:
             self.failure = f"it did not answer within {self._timeout:.0f} s"
             log.warning("MCP server %s did not answer within %.0f s", self.name, self._timeout)
@@ -202,16 +209,18 @@ class McpConnection:
     def _timeout(self) -> float:
         return self.server.connect_timeout
 
-    async def _connect(self, stack: AsyncExitStack, transport: WatchedTransport) -> Client:
+    async def _connect(
+        self, stack: AsyncExitStack, transport: WatchedTransport, session: anyio.CancelScope
+    ) -> Client:
         client = Client(
             transport.open(),  # type: ignore[arg-type]
             mode="legacy",
             cache=None,
             message_handler=self._on_message,
         )
-        async with asyncio.timeout(self._timeout):
-            await stack.enter_async_context(client)
-            listing = await list_tools(client)
+        await stack.enter_async_context(client)
+        listing = await list_tools(client)
+        session.deadline = math.inf  # the deadline was the connect's
         self._lost = self._relist = False
         self._client = client
         log.info("MCP server %s connected: %d tools", self.name, len(listing))

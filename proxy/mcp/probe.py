@@ -14,7 +14,6 @@ message instead of going to the proxy's.
 
 from __future__ import annotations
 
-import asyncio
 import tempfile
 from typing import TextIO
 
@@ -55,7 +54,8 @@ async def probe_server(server: McpServerSettings, policy: EgressPolicy) -> list[
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
         transport = WatchedTransport(server, server.connect_timeout, policy, errlog=errlog)
         try:
-            async with asyncio.timeout(server.connect_timeout):
+            # anyio's deadline: the SDK's shielded stop of a stdio server holds it off
+            with anyio.fail_after(server.connect_timeout):
                 async with Client(transport.open(), mode="legacy", cache=None) as client:  # type: ignore[arg-type]
                     return await list_tools(client)
         except TimeoutError:

@@ -6,6 +6,9 @@ server in test_listing.py."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +138,50 @@ async def test_closing_does_not_wait_for_a_server_still_starting(store: InProces
     async with asyncio.timeout(60):  # not the 600 s of its connect timeout
         await mcp.aclose()
     assert mcp.connected() == []
+
+
+def server_children() -> set[int]:
+    """The PIDs of this process's children that run the tests' stdio server."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pid, _, rest = stat.read_text().partition(" (")
+            fields = rest.rpartition(") ")[2].split()
+            argv = (stat.parent / "cmdline").read_bytes()
+        except OSError:  # it ended while read
+            continue
+        if int(fields[1]) == os.getpid() and b"tests.mcp.server" in argv and fields[0] != "Z":
+            found.add(int(pid))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("connect_timeout", "closed_after"),
+    [(0.2, 1.0), (1.5, 0.0)],
+    ids=["while-its-timed-out-start-is-stopped", "while-it-starts-past-its-connect-timeout"],
+)
+async def test_closing_stops_a_server_that_never_answers(
+    store: InProcessStore, connect_timeout: float, closed_after: float
+) -> None:
+    # The SDK gives a stdio server 2 s to exit after its stdin closes, then kills it;
+    # neither a close nor the connect timeout may cut that short and leave it running.
+    before = server_children()
+    mute = python_server("mute", "--silent", connect_timeout=connect_timeout)
+    mcp = McpSources([mute], 30.0, store)
+    mcp.start()
+    started: set[int] = set()
+    try:
+        async with asyncio.timeout(60):
+            # a process that starts sets no event: look for it
+            while not (started := server_children() - before):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        await asyncio.sleep(closed_after)
+        async with asyncio.timeout(30):
+            await mcp.aclose()
+        assert server_children() & started == set()
+    finally:
+        for pid in server_children() & started:
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_a_server_removed_during_a_call_fails_the_call_and_deletes_its_tools(
