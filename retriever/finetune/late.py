@@ -29,7 +29,7 @@ import numpy as np
 
 from retriever.embedder import bundled_model_path
 from retriever.finetune.data import TRAIN_SETS, TrainingSet, read_set
-from retriever.finetune.layers import StatedSet
+from retriever.finetune.layers import StatedSet, contrastive_loss, sample_batch
 from retriever.finetune.states import LowerLayers
 from retriever.rerank.weights import DIM, MAX_QUERY_TOKENS, MAX_TOOL_TOKENS, save_weights
 
@@ -134,31 +134,13 @@ def train_late(
 def _loss(
     model: LateModel, stated: StatedSet, settings: LateSettings, rng: random.Random
 ) -> torch.Tensor:
-    import torch
-
-    data = stated.data
-    rows = rng.sample(range(len(data.query_ids)), min(settings.batch_size, len(data.query_ids)))
-    candidates: list[int] = []
-    for row in rows:
-        candidates.append(rng.choice(data.positives[row]))
-        hard = data.negatives[row]
-        candidates += rng.sample(hard, min(settings.hard_per_query, len(hard)))
-    candidates += rng.sample(
-        range(len(data.doc_ids)), min(settings.random_tools, len(data.doc_ids))
-    )
-    candidates = sorted(set(candidates))
-    keys = [data.doc_keys[i] for i in candidates]
-    positive = torch.tensor(
-        [[key in {data.doc_keys[d] for d in data.positives[row]} for key in keys] for row in rows]
-    )
-    q_states, q_mask = stated.queries.batch(rows, MAX_QUERY_TOKENS)
-    t_states, t_mask = stated.tools.batch(candidates, MAX_TOOL_TOKENS)
+    batch = sample_batch(stated.data, settings, rng)
+    q_states, q_mask = stated.queries.batch(batch.rows, MAX_QUERY_TOKENS)
+    t_states, t_mask = stated.tools.batch(batch.candidates, MAX_TOOL_TOKENS)
     scores = score_matrix(
         model.tokens(q_states, q_mask), q_mask, model.tokens(t_states, t_mask), t_mask
     )
-    logits = scores / settings.temperature
-    positives = logits.masked_fill(~positive, float("-inf"))
-    return (torch.logsumexp(logits, dim=1) - torch.logsumexp(positives, dim=1)).mean()
+    return contrastive_loss(scores / settings.temperature, batch.positive)
 
 
 def _save(top: torch.nn.Module, model: LateModel, name: str, out: Path) -> None:

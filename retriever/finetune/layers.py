@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from tqdm import tqdm
@@ -105,26 +105,59 @@ def _loss(
     settings: LayerSettings,
     rng: random.Random,
 ) -> torch.Tensor:
+    batch = sample_batch(stated.data, settings, rng)
+    queries = run_top(layers, *stated.queries.batch(batch.rows))
+    tools = run_top(layers, *stated.tools.batch(batch.candidates, settings.max_tool_tokens))
+    return contrastive_loss(queries @ tools.T / settings.temperature, batch.positive)
+
+
+class Sampling(Protocol):
+    """How many of each a batch draws (:class:`LayerSettings`, the late model's settings)."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def hard_per_query(self) -> int: ...
+    @property
+    def random_tools(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One step's queries (rows of the set), its candidate tools, and ``positive``: for
+    each query and candidate, whether the candidate shares a key with a relevant tool."""
+
+    rows: list[int]
+    candidates: list[int]
+    positive: torch.Tensor
+
+
+def sample_batch(data: TrainingSet, sampling: Sampling, rng: random.Random) -> Batch:
+    """A batch of ``data``: queries, each one's positive and hard negatives, random tools."""
     import torch
 
-    data = stated.data
-    rows = rng.sample(range(len(data.query_ids)), min(settings.batch_size, len(data.query_ids)))
+    rows = rng.sample(range(len(data.query_ids)), min(sampling.batch_size, len(data.query_ids)))
     candidates: list[int] = []
     for row in rows:
         candidates.append(rng.choice(data.positives[row]))
         hard = data.negatives[row]
-        candidates += rng.sample(hard, min(settings.hard_per_query, len(hard)))
+        candidates += rng.sample(hard, min(sampling.hard_per_query, len(hard)))
     candidates += rng.sample(
-        range(len(data.doc_ids)), min(settings.random_tools, len(data.doc_ids))
+        range(len(data.doc_ids)), min(sampling.random_tools, len(data.doc_ids))
     )
     candidates = sorted(set(candidates))
     keys = [data.doc_keys[i] for i in candidates]
     positive = torch.tensor(
         [[key in {data.doc_keys[d] for d in data.positives[row]} for key in keys] for row in rows]
     )
-    queries = run_top(layers, *stated.queries.batch(rows))
-    tools = run_top(layers, *stated.tools.batch(candidates, settings.max_tool_tokens))
-    logits = queries @ tools.T / settings.temperature
+    return Batch(rows, candidates, positive)
+
+
+def contrastive_loss(logits: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
+    """InfoNCE with several positives: the log-sum-exp of each query's logits less that of
+    its positives', averaged over the queries."""
+    import torch
+
     positives = logits.masked_fill(~positive, float("-inf"))
     return (torch.logsumexp(logits, dim=1) - torch.logsumexp(positives, dim=1)).mean()
 
