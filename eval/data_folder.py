@@ -26,3 +26,12 @@ def data_folder() -> Path:
 def dataset(*parts: str) -> Path:
     """A path under the data folder: ``dataset("train")``, ``dataset("toolbench_stable")``."""
     return data_folder().joinpath(*parts)
+
+
+#: Seal-Tools in the retrieval sets' layout, as ``python -m eval.seal_beir`` writes it.
+SEAL_BEIR = Path(".cache/retriever/seal_beir")
+
+
+def unseen_sets() -> list[Path]:
+    """The retrieval sets no fine-tuning read: toolbench_stable and Seal-Tools."""
+    return [dataset("toolbench_stable"), SEAL_BEIR]

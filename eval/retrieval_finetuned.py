@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.data_folder import dataset
+from eval.data_folder import dataset, unseen_sets
 from eval.retrieval import load_beir
 from eval.retrieval_learned import WEIGHTS, EvalSet, score
 from retriever.adapter import FINETUNED_LAYERS, LINEAR_ADAPTER, Adapter, load_adapter
@@ -288,7 +288,7 @@ def main() -> None:
         "--unseen-sets",
         type=Path,
         nargs="*",
-        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=unseen_sets(),
     )
     parser.add_argument(
         "--distractors",

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.data_folder import dataset
+from eval.data_folder import dataset, unseen_sets
 from eval.retrieval import load_beir, ndcg_at, recall_at
 from retriever.adapter import Adapter
 from retriever.bulk import DiskCache, embed_documents, text_key
@@ -257,7 +257,7 @@ def main() -> None:
         "--unseen-sets",
         type=Path,
         nargs="*",
-        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=unseen_sets(),
     )
     parser.add_argument("--cache-dir", type=Path, default=Path(".cache/retriever/embeddings"))
     parser.add_argument(

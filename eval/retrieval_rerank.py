@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.data_folder import dataset
+from eval.data_folder import dataset, unseen_sets
 from eval.retrieval import _encode_queries, load_beir, ndcg_at, recall_at
 from retriever.bulk import embed_documents
 from retriever.config import RetrieverConfig
@@ -185,7 +185,7 @@ def main() -> None:
         "--unseen",
         type=Path,
         nargs="*",
-        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=unseen_sets(),
     )
     parser.add_argument("--weights", type=Path, default=None, help="the reranker's file")
     parser.add_argument("--distractors", type=int, default=2000)

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.data_folder import dataset
+from eval.data_folder import dataset, unseen_sets
 from eval.retrieval import _encode_queries, ndcg_at
 from eval.retrieval_folds import fold_matrix
 from eval.retrieval_rerank import Set, metrics, unseen_set
@@ -365,7 +365,7 @@ def main() -> None:
         "--unseen",
         type=Path,
         nargs="*",
-        default=[dataset("toolbench_stable"), Path(".cache/retriever/seal_beir")],
+        default=unseen_sets(),
     )
     parser.add_argument("--queries", type=int, default=200, help="queries a set (seeded)")
     parser.add_argument("--distractors", type=int, default=2000, help="unseen sets' other tools")
