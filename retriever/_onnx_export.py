@@ -57,12 +57,23 @@ def export_onnx(
 
 
 def _trace(model: Path, pooling: str, out: Path, delta: WeightDelta | None) -> None:
-    import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
     network = AutoModel.from_pretrained(str(model), attn_implementation="eager").eval()
     if delta is not None:
         delta.apply(network)
+    trace_graph(pooled(network, pooling), model, out, "vectors", {0: "batch"})
+
+
+def trace_graph(
+    module: torch.nn.Module, model: Path, out: Path, output: str, output_axes: dict[int, str]
+) -> None:
+    """``module`` (it takes :data:`INPUTS`) traced on two texts of ``model``'s tokenizer and
+    written to ``out`` as ONNX: every input's batch and token axes dynamic, and the one
+    output's ``output_axes``."""
+    import torch
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(str(model))
     sample = tokenizer(["a short text", "a longer text that pads the first"], padding=True)
     args = tuple(torch.tensor(sample[name]) for name in INPUTS)
@@ -74,12 +85,12 @@ def _trace(model: Path, pooling: str, out: Path, delta: WeightDelta | None) -> N
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            pooled(network, pooling),
+            module,
             args,
             str(out),
             input_names=list(INPUTS),
-            output_names=["vectors"],
-            dynamic_axes={**axes, "vectors": {0: "batch"}},
+            output_names=[output],
+            dynamic_axes={**axes, output: output_axes},
             opset_version=17,
             dynamo=False,  # the torch.export path needs onnxscript and gains nothing here
         )

@@ -15,13 +15,12 @@ import json
 import os
 import tempfile
 import threading
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retriever._onnx_export import INPUTS, Precision, _convert, _optimize
+from retriever._onnx_export import Precision, _convert, _optimize, pooled, trace_graph
 from retriever.errors import ModelExportFailed
 from retriever.onnx_encoder import _pad_token, _session
 from retriever.rerank.weights import DIM, RerankWeights
@@ -107,7 +106,7 @@ def export_tokens(model: Path, weights: RerankWeights, precision: Precision, tar
 
 def _trace(model: Path, weights: RerankWeights, out: Path) -> None:
     import torch
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
     network = AutoModel.from_pretrained(str(model), attn_implementation="eager").eval()
     weights.delta.apply(network)
@@ -115,31 +114,19 @@ def _trace(model: Path, weights: RerankWeights, out: Path) -> None:
     projection = torch.nn.Linear(hidden, DIM, bias=False)
     with torch.no_grad():
         projection.weight.copy_(torch.from_numpy(weights.projection))
-    tokenizer = AutoTokenizer.from_pretrained(str(model))
-    sample = tokenizer(["a short text", "a longer text that pads the first"], padding=True)
-    args = tuple(torch.tensor(sample[name]) for name in INPUTS)
-    axes = {name: {0: "batch", 1: "tokens"} for name in INPUTS}
-    with torch.inference_mode(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # as retriever._onnx_export._trace
-        torch.onnx.export(
-            _tokens_graph(network, projection),
-            args,
-            str(out),
-            input_names=list(INPUTS),
-            output_names=["tokens"],
-            dynamic_axes={**axes, "tokens": {0: "batch", 1: "tokens"}},
-            opset_version=17,
-            dynamo=False,
-        )
+    tokens = _tokens_graph(pooled(network, None), projection)
+    trace_graph(tokens, model, out, "tokens", {0: "batch", 1: "tokens"})
 
 
-def _tokens_module() -> type[torch.nn.Module]:
+def _tokens_graph(hidden: torch.nn.Module, projection: torch.nn.Module) -> torch.nn.Module:
+    """``hidden`` (the network's last hidden states) projected, each token's vector
+    normalised."""
     import torch
 
     class Tokens(torch.nn.Module):
-        def __init__(self, network: torch.nn.Module, projection: torch.nn.Module) -> None:
+        def __init__(self) -> None:
             super().__init__()
-            self.network = network
+            self.hidden = hidden
             self.projection = projection
 
         def forward(
@@ -148,15 +135,7 @@ def _tokens_module() -> type[torch.nn.Module]:
             attention_mask: torch.Tensor,
             token_type_ids: torch.Tensor,
         ) -> torch.Tensor:
-            hidden = self.network(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                token_type_ids=token_type_ids,
-            ).last_hidden_state
-            return torch.nn.functional.normalize(self.projection(hidden), dim=-1)
+            states = self.hidden(input_ids, attention_mask, token_type_ids)
+            return torch.nn.functional.normalize(self.projection(states), dim=-1)
 
-    return Tokens
-
-
-def _tokens_graph(network: torch.nn.Module, projection: torch.nn.Module) -> torch.nn.Module:
-    return _tokens_module()(network, projection)
+    return Tokens()
