@@ -196,23 +196,25 @@ class Pipeline:
         the tool refused after the writer's rewrite) is planned again without those
         tools, at most :data:`BACKTRACKS` times: another candidate may run where the
         first pick could not. When none is left the user is asked what the first such
-        run needed."""
+        run needed, or the answer says why the first such run failed."""
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
         reusable, excluded = earlier, frozenset[str]()
         asking: ExecutedPlan | None = None  # the first run that ended in a question
+        first: ExecutedPlan | None = None  # the first run that could not run: the likeliest pick
         backtracks = 0
         notes: list[str] = []  # the backtracks so far, for the trace's plan
         while True:
             plan, tool_plan = await self._plan(turn, catalog, model, excluded)
             plan.notes[:0] = notes
             if not tool_plan.nodes or excluded & {node.tool for node in tool_plan.nodes}:
-                turn.executed = asking or turn.executed
+                turn.executed = asking or first or turn.executed
                 return turn.executed
             say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
             executed = await self._execute(turn, catalog, tool_plan, model, reusable, say)
             infeasible = executed.run.infeasible()
             if not infeasible or backtracks == BACKTRACKS:
                 break
+            first = first or executed
             if asking is None and executed.run.questions():
                 asking = executed
             excluded |= infeasible
@@ -221,6 +223,8 @@ class Pipeline:
             notes.append(f"backtrack: {', '.join(sorted(infeasible))} could not run")
         if asking is not None and executed.run.questions():
             turn.executed = executed = asking  # what the likeliest pick needed
+        elif first is not None and executed.run.infeasible():
+            turn.executed = executed = first  # no candidate ran: the likeliest pick's failure
         if not executed.run.questions():  # off the request's path: embedding, writing Qdrant
             self.records.spawn(self._remember_path(catalog, plan, executed, turn.client))
         return executed
