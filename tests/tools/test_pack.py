@@ -248,3 +248,13 @@ def test_the_json_entry_reports_errors_by_kind() -> None:
     ) == (b'{"result": {"value": 2.0, "exact": "2"}}')
     refused = pack.call_json(b'{"name": "nope", "arguments": {}}')
     assert refused == b'{"error": "no built-in tool named nope", "kind": "input"}'
+
+
+def test_a_simulation_takes_numbers_written_as_strings() -> None:
+    charge = {"q": "5 nC", "x": "0", "y": "0", "z": "0"}
+    field = call(
+        "run_simulation",
+        sim_type="point_charges",
+        params={"charges": [charge], "points": [[0, 0, 3]]},
+    )
+    assert number(field["E_magnitude"][0]) == pytest.approx(4.993084, rel=1e-4)

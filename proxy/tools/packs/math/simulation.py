@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -218,10 +219,17 @@ def _number(
 
 
 def _si(value: JsonValue) -> JsonValue:
-    """A quantity written with its unit ("5 nC", "0.2 m") as its SI number."""
-    if isinstance(value, str) and (number := quantity(value)) is not None:
-        return number
-    return value
+    """A quantity written with its unit ("5 nC", "0.2 m"), or a number written as a
+    string ("0": a 1.5B argument writer quoted a charge's coordinates), as its SI number."""
+    if not isinstance(value, str):
+        return value
+    number = quantity(value)
+    if number is None:
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+    return number if math.isfinite(number) else value
 
 
 def _records(
