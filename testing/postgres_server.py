@@ -18,13 +18,19 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
-
-import psycopg
+from types import ModuleType, TracebackType
 
 from testing.ports import free_port
 
 _DEBIAN = Path("/usr/lib/postgresql")
+
+
+def _psycopg() -> ModuleType:
+    """psycopg, imported when a cluster is used: it comes with the [packs] extra, and a
+    core install's tests import this module without starting a cluster."""
+    import psycopg
+
+    return psycopg
 
 
 class PostgresUnavailable(RuntimeError):
@@ -103,9 +109,9 @@ class PostgresServer:
             if self._process.poll() is not None:
                 raise PostgresUnavailable(f"postgres exited: {self._log_tail()}")
             try:
-                psycopg.connect(self._dsn(), connect_timeout=5).close()
+                _psycopg().connect(self._dsn(), connect_timeout=5).close()
                 return
-            except psycopg.OperationalError:
+            except _psycopg().OperationalError:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise PostgresUnavailable("postgres did not accept connections") from None
@@ -116,7 +122,7 @@ class PostgresServer:
 
     def execute(self, *statements: str) -> None:
         """Run set-up statements as the superuser, each committed."""
-        with psycopg.connect(self._dsn(), autocommit=True) as connection:
+        with _psycopg().connect(self._dsn(), autocommit=True) as connection:
             for statement in statements:
                 connection.execute(statement.encode())
 

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 
 import httpx
@@ -411,8 +412,63 @@ TIER_BY_PARAM = {
 }
 _ROOT = Path(__file__).resolve().parent.parent
 
+#: What each optional part of the install (pyproject.toml's extras) brings, and the test files
+#: that import it. An install without an extra leaves its files out, so `pip install .` with
+#: the test tools runs the core's part of the suite (relaying and selecting), `.[packs]` adds
+#: the packs' part, and so on. `make test` installs every extra; under CI=true nothing is left
+#: out, so a broken install fails instead of shrinking the suite.
+EXTRAS = {
+    "packs": ("sqlalchemy", "sqlglot", "psycopg", "pyoxigraph", "sympy"),
+    "providers": ("litellm",),
+    "gpu": ("FlagEmbedding",),
+    "dev": ("playwright", "helm_python", "promql_parser", "matplotlib", "llama_index", "agents"),
+}
+FILES_BY_EXTRA = {
+    "packs": (
+        "eval/test_bench_database.py",
+        "eval/test_bench_knowledge_graph.py",
+        "eval/test_e2e.py",
+        "eval/test_e2e_packs.py",
+        "eval/test_e2e_unseen.py",
+        "mcp/test_cli_catalog.py",
+        "orchestrate/test_database_pack.py",
+        "proxy/test_tools_command.py",
+        "tools/database",
+        "tools/knowledge_graph",
+    ),
+    "providers": ("proxy/test_litellm_route.py",),
+    "gpu": ("retriever/test_bge_m3.py",),
+    "dev": (
+        "console/test_pages.py",
+        "deploy/test_chart.py",
+        "deploy/test_dashboard_metrics.py",
+        "eval/test_bench_executor.py",
+        "eval/test_bench_overhead.py",
+        "proxy/test_llama_index.py",
+        "responses_api/test_clients.py",
+    ),
+}
+
+
+def extra_missing(extra: str) -> bool:
+    return any(find_spec(module) is None for module in EXTRAS[extra])
+
+
+def _left_out() -> list[str]:
+    if os.environ.get("CI") == "true":
+        return []
+    return [f for extra, files in FILES_BY_EXTRA.items() if extra_missing(extra) for f in files]
+
+
+collect_ignore = _left_out()
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_tiers(items)
+    skip_without_extras(items)
+
+
+def mark_tiers(items: list[pytest.Item]) -> None:
     slow = measured_slow()
     for item in items:
         path = item.path.relative_to(_ROOT).as_posix()
@@ -425,3 +481,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tiers |= {TIER_BY_PARAM[v] for v in values if isinstance(v, str) and v in TIER_BY_PARAM}
         for tier in sorted(tiers):
             item.add_marker(tier)
+
+
+def skip_without_extras(items: list[pytest.Item]) -> None:
+    """Tests marked ``extra(name)`` skip where that extra is not installed (never under CI)."""
+    if os.environ.get("CI") == "true":
+        return
+    for item in items:
+        for mark in item.iter_markers("extra"):
+            if extra_missing(mark.args[0]):
+                item.add_marker(pytest.mark.skip(reason=f"needs the [{mark.args[0]}] extra"))

@@ -4,6 +4,7 @@ unnoticed."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,11 +14,13 @@ import pytest
 
 from tests import conftest as tiers
 from tests.conftest import (
+    EXTRAS,
+    FILES_BY_EXTRA,
     TIER_BY_FIXTURE,
     TIER_BY_PARAM,
     TIER_BY_PATH,
+    mark_tiers,
     measured_slow,
-    pytest_collection_modifyitems,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,7 +91,7 @@ def test_a_test_is_marked_by_its_path_its_fixtures_and_its_parameters(
     monkeypatch.setattr(
         tiers, "measured_slow", lambda: frozenset({"tests/proxy/test_kv.py::test_x"})
     )
-    pytest_collection_modifyitems(None, items)  # type: ignore[arg-type]
+    mark_tiers(items)  # type: ignore[arg-type]
     marks = [item.markers for item in items]
     assert marks == [["slow"], ["slow"], [], ["browser"], [], ["slow"]]
 
@@ -101,3 +104,18 @@ def test_every_measured_slow_test_exists() -> None:
         if not source.exists() or f"def {names[-1]}(" not in source.read_text():
             missing.append(node)
     assert missing == []
+
+
+def test_every_file_left_out_without_an_extra_exists_and_names_an_extra() -> None:
+    missing = [
+        f for files in FILES_BY_EXTRA.values() for f in files if not (ROOT / "tests" / f).exists()
+    ]
+    assert missing == []
+    assert set(FILES_BY_EXTRA) <= set(EXTRAS)
+
+
+def test_every_extra_marker_names_a_known_extra() -> None:
+    sources = "\n".join(path.read_text() for path in (ROOT / "tests").rglob("test_*.py"))
+    named = set(re.findall(r'mark\.extra\("(\w+)"\)', sources))
+    assert named
+    assert named <= set(EXTRAS)

@@ -128,6 +128,7 @@ def test_relayed_routes_need_the_master_key(start_proxy: Any, upstream: FakeUpst
     assert "authorization" not in upstream.requests[-1].headers  # the master key stays here
 
 
+@pytest.mark.extra("providers")
 def test_a_route_through_litellm_is_refused_by_name(start_proxy: Any) -> None:
     server = start_proxy(models=[{"name": "claude", "litellm_model": "anthropic/claude-x"}])
     with pytest.raises(openai.BadRequestError) as refused:

@@ -221,6 +221,7 @@ async def test_redis_shares_embeddings_between_processes(
     await redis.aclose()
 
 
+@pytest.mark.extra("gpu")
 @pytest.mark.parametrize("pooling", ["mean", "cls"])
 def test_the_encoder_gives_flagembeddings_vectors(pooling: str) -> None:
     """FlagEncoder loads and pools as FlagModel does, without importing FlagEmbedding."""
