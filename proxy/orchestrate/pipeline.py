@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import JsonValue
 
@@ -199,32 +200,35 @@ class Pipeline:
         run needed, or the answer says why the first such run failed."""
         model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
         reusable, excluded = earlier, frozenset[str]()
-        asking: ExecutedPlan | None = None  # the first run that ended in a question
-        first: ExecutedPlan | None = None  # the first run that could not run: the likeliest pick
+        asking: _Run | None = None  # the first run that ended in a question
+        first: _Run | None = None  # the first run that could not run: the likeliest pick
         backtracks = 0
         notes: list[str] = []  # the backtracks so far, for the trace's plan
         while True:
             plan, tool_plan = await self._plan(turn, catalog, model, excluded)
             plan.notes[:0] = notes
             if not tool_plan.nodes or excluded & {node.tool for node in tool_plan.nodes}:
-                turn.executed = asking or first or turn.executed
-                return turn.executed
+                kept = asking or first
+                if kept is None:
+                    return turn.executed
+                return kept.settle(turn, notes)
             say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
             executed = await self._execute(turn, catalog, tool_plan, model, reusable, say)
+            run = _Run(executed, plan, tool_plan)
             infeasible = executed.run.infeasible()
             if not infeasible or backtracks == BACKTRACKS:
                 break
-            first = first or executed
+            first = first or run
             if asking is None and executed.run.questions():
-                asking = executed
+                asking = run
             excluded |= infeasible
             backtracks += 1
             reusable = [*reusable, *succeeded_calls(executed)]
             notes.append(f"backtrack: {', '.join(sorted(infeasible))} could not run")
         if asking is not None and executed.run.questions():
-            turn.executed = executed = asking  # what the likeliest pick needed
+            executed = asking.settle(turn, notes)  # what the likeliest pick needed
         elif first is not None and executed.run.infeasible():
-            turn.executed = executed = first  # no candidate ran: the likeliest pick's failure
+            executed = first.settle(turn, notes)  # no candidate ran: the likeliest pick's failure
         if not executed.run.questions():  # off the request's path: embedding, writing Qdrant
             self.records.spawn(self._remember_path(catalog, plan, executed, turn.client))
         return executed
@@ -308,3 +312,19 @@ class Pipeline:
             await memory.remember(plan, executed.run, vectors, scope)
         except Exception:  # memory is a help to later plans, never a failure of this one
             log.warning("could not remember the plan's path", exc_info=True)
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One run of a backtracking search: what ran, and the plan it ran."""
+
+    executed: ExecutedPlan
+    plan: Plan
+    tool_plan: ToolPlan
+
+    def settle(self, turn: Turn, notes: list[str]) -> ExecutedPlan:
+        """Make this run the turn's: its calls, and the plan that chose them (with every
+        backtrack noted), so that a trace shows the candidates its calls came from."""
+        self.plan.notes[:] = [*notes, *(note for note in self.plan.notes if note not in notes)]
+        turn.plan, turn.tool_plan, turn.executed = self.plan, self.tool_plan, self.executed
+        return self.executed
