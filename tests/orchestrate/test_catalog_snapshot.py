@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from graph_store.models import Tool
 from graph_store.store import open_store
 from proxy.catalog.loaded import Catalog, StoredTools
 from proxy.catalog.service import CatalogService
@@ -26,9 +27,7 @@ async def test_a_restart_serves_the_snapshot_first_and_the_sync_after(tmp_path: 
     first = CatalogService(settings, encoders)
     await first.get()  # a full load: it leaves the snapshot
     first.close()
-    added = builtin_tools()[0].model_copy(
-        update={"id": "added-tool", "name": "added_tool", "original_name": "added_tool"}
-    )
+    added = imported_tool()
     store = open_store(tmp_path, None)
     store.upsert_tools([added])  # written while the process was down: not in the snapshot
     store.close()
@@ -188,9 +187,7 @@ async def test_a_restart_on_an_unwritten_store_reads_no_tool_before_serving(
         assert served.gate.view.words == loaded.gate.view.words
         assert served.gate.view.names == loaded.gate.view.names
 
-        added = builtin_tools()[0].model_copy(
-            update={"id": "added-tool", "name": "added_tool", "original_name": "added_tool"}
-        )
+        added = imported_tool()
         store = open_store(tmp_path, None)
         store.upsert_tools([added])
         store.close()
@@ -203,3 +200,16 @@ async def test_a_restart_on_an_unwritten_store_reads_no_tool_before_serving(
         assert "added_tool" in again.tools
     finally:
         encoders.close()
+
+
+def imported_tool() -> Tool:
+    """A tool an import wrote (not a pack's: a load keeps it though no pack gives it)."""
+    template = builtin_tools()[0]
+    return template.model_copy(
+        update={
+            "id": "added-tool",
+            "name": "added_tool",
+            "original_name": "added_tool",
+            "provenance": template.provenance.model_copy(update={"file": "imports/added.json"}),
+        }
+    )
