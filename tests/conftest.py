@@ -443,7 +443,12 @@ FILES_BY_EXTRA = {
         "deploy/test_chart.py",
         "deploy/test_dashboard_metrics.py",
         "eval/test_bench_executor.py",
+        "eval/test_bench_load.py",
         "eval/test_bench_overhead.py",
+        "eval/test_e2e.py",  # and [packs]: a file can need two
+        "eval/test_e2e_packs.py",
+        "eval/test_e2e_unseen.py",
+        "eval/test_learning_replay.py",
         "proxy/test_llama_index.py",
         "responses_api/test_clients.py",
     ),
