@@ -250,22 +250,8 @@ class QdrantCatalog:
     def _scroll_all(
         self, client: QdrantClient, with_vectors: bool
     ) -> list[tuple[StoredPoint, list[float]]]:
-        rows: list[tuple[StoredPoint, list[float]]] = []
-        offset: models.ExtendedPointId | None = None
-        while True:
-            points, offset = client.scroll(
-                self.collection,
-                limit=_SCROLL_BATCH,
-                offset=offset,
-                with_payload=True,
-                with_vectors=with_vectors,
-            )
-            for point in points:
-                payload = point.payload or {}
-                vector = point.vector if isinstance(point.vector, list) else []
-                rows.append((_stored(payload), [float(x) for x in vector]))  # type: ignore[arg-type]
-            if offset is None:
-                return rows
+        rows = scroll_points(client, self.collection, with_vectors=with_vectors)
+        return [(_stored(payload), vector) for payload, vector in rows]
 
 
 def _payload(doc: ToolDocument) -> dict[str, str]:
@@ -292,3 +278,24 @@ def _stored(payload: dict[str, object]) -> StoredPoint:
 
 def _digest(point: StoredPoint | None) -> str | None:
     return point.digest if point is not None else None
+
+
+def scroll_points(
+    client: QdrantClient, collection: str, *, with_vectors: bool
+) -> list[tuple[dict[str, object], list[float]]]:
+    """Every point of ``collection``, page by page: its payload and (if asked) its vector."""
+    rows: list[tuple[dict[str, object], list[float]]] = []
+    offset: models.ExtendedPointId | None = None
+    while True:
+        points, offset = client.scroll(
+            collection,
+            limit=_SCROLL_BATCH,
+            offset=offset,
+            with_payload=True,
+            with_vectors=with_vectors,
+        )
+        for point in points:
+            vector = point.vector if isinstance(point.vector, list) else []
+            rows.append((dict(point.payload or {}), [float(x) for x in vector]))  # type: ignore[arg-type]
+        if offset is None:
+            return rows

@@ -22,10 +22,9 @@ from retriever.embedder import Vectors
 from retriever.expansion import MAX_QUESTIONS, questions, questions_digest
 from retriever.index import ExtraRows
 from retriever.owned_client import OwnedClient
-from retriever.qdrant_store import ensure_collection, point_id
+from retriever.qdrant_store import ensure_collection, point_id, scroll_points
 
 _UPSERT_BATCH = 512
-_SCROLL_BATCH = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,21 +129,7 @@ class QdrantQuestions:
     def _scroll(
         self, client: QdrantClient, *, with_vectors: bool
     ) -> list[tuple[dict[str, object], list[float]]]:
-        rows: list[tuple[dict[str, object], list[float]]] = []
-        offset: models.ExtendedPointId | None = None
-        while True:
-            points, offset = client.scroll(
-                self.collection,
-                limit=_SCROLL_BATCH,
-                offset=offset,
-                with_payload=True,
-                with_vectors=with_vectors,
-            )
-            for point in points:
-                vector = point.vector if isinstance(point.vector, list) else []
-                rows.append((dict(point.payload or {}), [float(x) for x in vector]))  # type: ignore[arg-type]
-            if offset is None:
-                return rows
+        return scroll_points(client, self.collection, with_vectors=with_vectors)
 
 
 def _question_id(tool_id: str, number: int) -> str:
