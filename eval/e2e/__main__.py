@@ -4,6 +4,10 @@
                        [--arms orchestrate,all_tools,no_tools] [--tasks ID,…] [--label L]
                        [--suite default|packs|dev|aside]
 
+``--arms`` may also name ``select`` and ``tool_search``: the client's own tools cut to
+the few a task needs by select mode (Chat Completions) and by a hosted tool search
+(the Responses API), the client running the calls as in ``all_tools``.
+
 Without ``--upstream`` it starts Qwen2.5-Coder-1.5B-Instruct under
 :mod:`eval.llm.server` (set up by ``eval/llm/setup.sh``) with ``--n-ctx`` tokens of
 context. Every arm answers every task through a toolgraph proxy in this process
@@ -37,7 +41,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from eval.data_folder import dataset
-from eval.e2e.arms import ARMS, Arm
+from eval.e2e.arms import ARMS, DEFAULT_ARMS, Arm
 from eval.e2e.bfcl import bfcl_tasks
 from eval.e2e.packs import PACK_TASKS
 from eval.e2e.packs import SIZES as PACK_SIZES
@@ -77,7 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="default: math, physics and BFCL tasks; packs: the demo database and graph; "
         "dev, aside: the two parts of the questions in eval.e2e.unseen",
     )  # fmt: skip
-    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument(
+        "--arms", default=",".join(DEFAULT_ARMS), help=f"comma-separated, of {', '.join(ARMS)}"
+    )
     parser.add_argument("--tasks", help="task ids, comma-separated (default: all)")
     parser.add_argument("--label", default="run", help="names the results files")
     parser.add_argument("--n-ctx", type=int, default=32768, help="the local model's context")

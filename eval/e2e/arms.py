@@ -1,4 +1,4 @@
-"""The three ways a request is answered, each through the same toolgraph proxy.
+"""The ways a request is answered, each through the same toolgraph proxy.
 
 * ``orchestrate``: toolgraph plans over its catalog, runs the tools, and the model
   answers from their results (one request, ``toolgraph.mode = "orchestrate"``);
@@ -6,6 +6,15 @@
   the calls the model makes, with the sandbox orchestrate mode runs built-ins in
   and the same in-process pack tools (one request's entity variables per task),
   and sends the results back, for at most :data:`MAX_ROUNDS` rounds;
+* ``select``: the same client loop on Chat Completions in select mode, every catalog
+  tool marked ``defer_loading: true``: toolgraph forwards the few the conversation
+  needs, keeping those loaded on earlier rounds (with every tool deferred, select mode
+  chooses among all of them, as it does with none marked: this is select mode as it
+  ships and the Chat Completions form of deferred loading at once);
+* ``tool_search``: the same client loop on the Responses API, as a client written for
+  OpenAI's tool search sends it: ``{"type": "tool_search"}`` and every catalog tool a
+  deferred function; toolgraph runs the search, and each round after the first sends
+  the function calls' outputs with ``previous_response_id``;
 * ``no_tools``: passthrough, the bare question.
 
 Every arm returns an :class:`Outcome`: the answer's text, the tokens the upstream
@@ -25,6 +34,11 @@ from typing import Any, Literal
 import httpx
 import openai
 from openai.types.chat import ChatCompletionMessageParam
+from openai.types.responses import (
+    Response,
+    ResponseFunctionToolCall,
+    ResponseToolSearchOutputItem,
+)
 from pydantic import JsonValue
 
 from eval.e2e.tasks import Task, system_for
@@ -33,9 +47,10 @@ from proxy.errors import ToolError
 from proxy.tools.builtin import BUILTIN_SCHEME, PythonTools
 from proxy.tools.variables import Variables, bound_variables
 
-Arm = Literal["orchestrate", "all_tools", "no_tools"]
-ARMS: tuple[Arm, ...] = ("orchestrate", "all_tools", "no_tools")
-MAX_ROUNDS = 4  # tool rounds of the all-tools client before it stops asking
+Arm = Literal["orchestrate", "all_tools", "select", "tool_search", "no_tools"]
+ARMS: tuple[Arm, ...] = ("orchestrate", "all_tools", "select", "tool_search", "no_tools")
+DEFAULT_ARMS: tuple[Arm, ...] = ("orchestrate", "all_tools", "no_tools")
+MAX_ROUNDS = 4  # tool rounds of a client that runs the tools before it stops asking
 RESULT_CHARS = 2000  # of a tool's result sent back to the model
 #: Tokens of one reply, in every arm (orchestrate passes it to its answering call):
 #: unbounded, the model wrote 1,000-token derivations at 5 tokens/s on a busy machine.
@@ -53,11 +68,16 @@ class Outcome:
     rounds: int = 0
     error: str = ""
     trace: dict[str, Any] | None = None
+    loaded: list[str] = field(default_factory=list)  # what tool_search loaded, in order
 
     def add_usage(self, usage: object) -> None:
-        if usage is not None:
-            self.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-            self.completion_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+        """Add a Chat Completions ``usage``, or a Responses one (input and output tokens)."""
+        self.prompt_tokens += _tokens(usage, "prompt_tokens", "input_tokens")
+        self.completion_tokens += _tokens(usage, "completion_tokens", "output_tokens")
+
+
+def _tokens(usage: object, *names: str) -> int:
+    return sum(int(getattr(usage, name, 0) or 0) for name in names)
 
 
 def messages_for(task: Task) -> list[ChatCompletionMessageParam]:
@@ -88,6 +108,11 @@ class ArmClient:
         )
         self.catalog = {tool.name: tool for tool in catalog}
         self.tools: list[Any] = [tool.openai_function() for tool in catalog]
+        self.deferred = [{**tool, "defer_loading": True} for tool in self.tools]
+        # the Responses API's flat function tools, deferred, behind OpenAI's tool search
+        self.searched: list[Any] = [{"type": "tool_search"}] + [
+            {"type": "function", **tool["function"], "defer_loading": True} for tool in self.tools
+        ]
         self.runner = runner
 
     async def aclose(self) -> None:
@@ -103,6 +128,10 @@ class ArmClient:
                 await self._orchestrate(task, outcome)
             elif arm == "all_tools":
                 await self._all_tools(task, outcome)
+            elif arm == "select":
+                await self._select(task, outcome)
+            elif arm == "tool_search":
+                await self._tool_search(task, outcome)
             else:
                 await self._no_tools(task, outcome)
         except openai.APIStatusError as exc:
@@ -131,17 +160,24 @@ class ArmClient:
 
     async def _all_tools(self, task: Task, outcome: Outcome) -> None:
         with bound_variables(Variables()):  # the graph's entity sets, for this task only
-            await self._tool_rounds(task, outcome)
+            await self._tool_rounds(task, outcome, self.tools, {})
 
-    async def _tool_rounds(self, task: Task, outcome: Outcome) -> None:
+    async def _select(self, task: Task, outcome: Outcome) -> None:
+        with bound_variables(Variables()):
+            await self._tool_rounds(task, outcome, self.deferred, {"mode": "select"})
+
+    async def _tool_rounds(
+        self, task: Task, outcome: Outcome, tools: list[Any], toolgraph: dict[str, str]
+    ) -> None:
         messages: list[Any] = list(messages_for(task))
         for _ in range(MAX_ROUNDS + 1):
             completion = await self.client.chat.completions.create(
                 model=self.model,
                 messages=messages,
-                tools=self.tools,
+                tools=tools,
                 temperature=0,
                 max_tokens=MAX_TOKENS,
+                extra_body={"toolgraph": toolgraph} if toolgraph else None,
             )
             outcome.rounds += 1
             outcome.add_usage(completion.usage)
@@ -155,6 +191,41 @@ class ArmClient:
                 outcome.tool_calls.append(name)
                 result = await self._call(name, call.function.arguments)  # type: ignore[union-attr]
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    async def _tool_search(self, task: Task, outcome: Outcome) -> None:
+        with bound_variables(Variables()):
+            await self._search_rounds(task, outcome)
+
+    async def _search_rounds(self, task: Task, outcome: Outcome) -> None:
+        """The client loop of :meth:`_tool_rounds` on the Responses API: each round after
+        the first continues the last response with its calls' outputs."""
+        given: Any = task.question
+        previous: str | openai.Omit = openai.omit
+        for _ in range(MAX_ROUNDS + 1):
+            response = await self.client.responses.create(
+                model=self.model,
+                instructions=system_for(task),
+                input=given,
+                tools=self.searched,
+                previous_response_id=previous,
+                temperature=0,
+                max_output_tokens=MAX_TOKENS,
+            )
+            outcome.rounds += 1
+            outcome.add_usage(response.usage)
+            outcome.answer = response.output_text
+            outcome.loaded.extend(_newly_loaded(response, outcome.loaded))
+            calls = [item for item in response.output if isinstance(item, ResponseFunctionToolCall)]
+            if not calls or outcome.rounds > MAX_ROUNDS:
+                return
+            given = []
+            for call in calls:
+                outcome.tool_calls.append(call.name)
+                result = await self._call(call.name, call.arguments)
+                given.append(
+                    {"type": "function_call_output", "call_id": call.call_id, "output": result}
+                )
+            previous = response.id
 
     async def _no_tools(self, task: Task, outcome: Outcome) -> None:
         completion = await self.client.chat.completions.create(
@@ -194,6 +265,18 @@ class ArmClient:
                 trace: dict[str, Any] = response.json()
                 return trace
         return None
+
+
+def _newly_loaded(response: Response, loaded: list[str]) -> list[str]:
+    """The tools ``response``'s search loaded that are not in ``loaded`` yet."""
+    found = [
+        name
+        for item in response.output
+        if isinstance(item, ResponseToolSearchOutputItem)
+        for tool in item.tools
+        if (name := getattr(tool, "name", None)) is not None
+    ]
+    return [name for name in dict.fromkeys(found) if name not in loaded]
 
 
 def _error_code(body: object) -> str:

@@ -13,7 +13,11 @@ ARM_LABELS = {
     "orchestrate": "(a) toolgraph orchestrate",
     "all_tools": "(b) all tools",
     "no_tools": "(c) no tools",
+    "select": "(d) select mode",
+    "tool_search": "(e) tool_search",
 }
+#: The arms drawn as lines over the catalog sizes (no tools is one level, drawn flat).
+LINE_ARMS = ("orchestrate", "all_tools", "select", "tool_search")
 KINDS = ("single", "multi", "none", "bfcl", "database", "graph")
 KIND_LABELS = {"none": "no-tool", "bfcl": "BFCL", "graph": "graph"}
 DEFAULT_KINDS = KINDS[:4]  # the default suite's columns, whatever its rows hold
@@ -95,7 +99,7 @@ def plot(lines: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     """Accuracy and prompt tokens per task against the catalog size, one line per arm."""
     figure = Figure(figsize=(10, 4))
     accuracy, tokens = figure.subplots(1, 2)
-    for arm in ("orchestrate", "all_tools"):
+    for arm in LINE_ARMS:
         points = sorted((line["catalog"], line) for line in lines if line["arm"] == arm)
         if not points:
             continue

@@ -70,6 +70,9 @@ def proxy_for(config: RunConfig, tools: list[Tool], key: str) -> Iterator[str]:
         settings = load_settings(
             upstream_base_url=config.upstream,
             upstream_api_key="sk-local-unused",
+            # the tool_search arm measures toolgraph's search for a chat-only upstream: a
+            # server that answers /v1/responses too (llama.cpp's does) must not get it
+            upstream_responses="translate",
             master_key=key,
             data_dir=folder,
             timeouts={"request": config.timeout * PROXY_SHARE, "upstream_read": config.timeout},
@@ -138,6 +141,7 @@ def row_of(arm: Arm, size: int, task: Task, outcome: Outcome, seconds: float) ->
         "rounds": outcome.rounds,
         "error": outcome.error,
         "answer": outcome.answer[:600],
+        "loaded": outcome.loaded,
         "trace": slim_trace(outcome.trace),
     }
 
