@@ -96,7 +96,7 @@ def pairs(config: RunConfig, size: int) -> list[tuple[Arm, Task]]:
     """The (arm, task) pairs run at ``size``: no-tools only at the first size.
 
     One arm's tasks run one after the other, so that a server with a prompt cache
-    (llama.cpp keeps the last prompt's) serves the all-tools arm's long tool list
+    (:mod:`eval.llm.server` keeps its recent prompts' KV state) serves the all-tools arm's long tool list
     from it after the first task: interleaved with the other arms, each of its
     requests re-read some 12,000 prompt tokens at 100 tools (minutes on two cores).
     """

@@ -12,7 +12,13 @@ takes ``messages``, ``tools`` (``tool_choice: "none"`` drops them),
 chunk, then usage). A prompt longer than the context is a 400
 ``context_length_exceeded``, as OpenAI answers it. One request is decoded at a
 time; llama.cpp reuses the longest prompt prefix the previous request left in its
-KV cache.
+KV cache, and ``--prompt-cache-mb`` (4,096 by default, 0 turns it off) keeps the KV
+state of recent prompts besides (llama-cpp-python's RAM cache, least recently used
+first out), so a prompt that shares its start with any of them, not only with the last
+one, is read from there on. A pipeline that alternates between a few fixed prompts (a
+planner's triage, pick, argument and answer prompts) then reads each fixed part once,
+as a serving stack with prefix caching (vLLM's automatic prefix caching, llama.cpp
+server's slots, OpenAI's prompt caching) would.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from llama_cpp import Llama
+from llama_cpp import Llama, LlamaRAMCache
 from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
 from eval.llm.qwen_format import END, parse_reply, render_prompt
@@ -46,8 +52,12 @@ class BadRequest(Exception):
 class ChatEngine:
     """One loaded model; :meth:`complete` answers one chat completion body."""
 
-    def __init__(self, model: Path, n_ctx: int, threads: int, name: str) -> None:
+    def __init__(
+        self, model: Path, n_ctx: int, threads: int, name: str, prompt_cache_mb: int = 0
+    ) -> None:
         self.llm = Llama(str(model), n_ctx=n_ctx, n_threads=threads, verbose=False)
+        if prompt_cache_mb > 0:
+            self.llm.set_cache(LlamaRAMCache(capacity_bytes=prompt_cache_mb << 20))
         self.n_ctx = n_ctx
         self.name = name
         self.lock = threading.Lock()
@@ -245,9 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--n-ctx", type=int, default=16384, help="context window in tokens")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--prompt-cache-mb", type=int, default=4096,
+        help="RAM for the KV state of recent prompts (0: only the last prompt's)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-    Handler.engine = ChatEngine(args.model, args.n_ctx, args.threads, args.name)
+    Handler.engine = ChatEngine(
+        args.model, args.n_ctx, args.threads, args.name, args.prompt_cache_mb
+    )
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     print(f"serving {args.name} on http://{args.host}:{args.port}/v1", flush=True)
     server.serve_forever()
