@@ -3,7 +3,11 @@
 One LLM call (``prompts/decompose.md``); the JSON is validated (shape, unknown ids,
 self-loops, cycles, empty plans, categories not in the catalog) and the list of
 problems goes back to the model for a bounded number of retries. ``{"no_tools":
-true}`` marks a request that needs no tool at all.
+true}`` marks a request that needs no tool at all, but only as the first answer and
+only when nothing before said a tool is needed: a retry follows an answer with
+sub-tasks, and a 1.5B model's retry flipped to "no tools" for a request that needed
+one; a gate sure of a tool, or a triage that answered "one" or "several", has
+decided already.
 """
 
 from __future__ import annotations
@@ -30,12 +34,20 @@ class Decomposition:
 #: the selection's step budget (12 by default) can pick tools for. A bound twice as
 #: high only doubled the time a weak model spent in runaway JSON (README, "Measured").
 MAX_TOKENS = 640
+#: The feedback when "no tools" may not be the answer.
+NEEDED = 'a tool is needed for this request: answer with "subtasks", not "no_tools"'
 
 
 async def decompose(
-    model: MeteredModel, conversation: str, categories: Sequence[str], retries: int
+    model: MeteredModel,
+    conversation: str,
+    categories: Sequence[str],
+    retries: int,
+    *,
+    tool_needed: bool = False,
 ) -> Decomposition:
-    """Sub-tasks for ``conversation``; :class:`PlanningFailed` after ``retries`` retries."""
+    """Sub-tasks for ``conversation``; :class:`PlanningFailed` after ``retries`` retries.
+    ``tool_needed``: something before decided a tool is needed ("no tools" is refused)."""
     system = prompt("decompose").replace("{categories}", ", ".join(categories) or "(none)")
     messages: list[Message] = [
         {"role": "system", "content": system},
@@ -45,7 +57,8 @@ async def decompose(
     for attempt in range(1, retries + 2):
         reply = await model.reply(messages, max_tokens=MAX_TOKENS, json=True, purpose="decompose")
         text = reply.text
-        result, problems = read_decomposition(text, categories)
+        none_allowed = attempt == 1 and not tool_needed
+        result, problems = read_decomposition(text, categories, none_allowed=none_allowed)
         if result is not None:
             return Decomposition(result.subtasks, result.no_tools, attempt)
         if reply.truncated:  # a runaway answer: feedback will not bring it back
@@ -65,13 +78,16 @@ async def decompose(
 
 
 def read_decomposition(
-    text: str, categories: Sequence[str]
+    text: str, categories: Sequence[str], *, none_allowed: bool = True
 ) -> tuple[Decomposition | None, list[str]]:
-    """The decomposition in a reply, or the problems that make it unusable."""
+    """The decomposition in a reply, or the problems that make it unusable;
+    ``none_allowed``: whether ``{"no_tools": true}`` may be the answer."""
     data = parse_object(text)
     if data is None:
         return None, ["the answer was not one JSON object"]
     if data.get("no_tools") is True:
+        if not none_allowed:
+            return None, [NEEDED]
         return Decomposition([], no_tools=True), []
     raw = data.get("subtasks")
     if not isinstance(raw, list):

@@ -111,6 +111,9 @@ class Plan:
     llm_calls: int = 0
     tokens: int = 0
     no_tools: bool = False  # the request needs no tool at all
+    #: the sub-tasks as the decomposition or the triage made them, before any precondition
+    #: repair: a backtrack's re-plan chooses tools for them again
+    made: tuple[SubTask, ...] = ()
 
     def trace(self) -> dict[str, JsonValue]:
         """The plan as the request trace records it: every list shown and every move."""

@@ -38,6 +38,7 @@ from proxy.config import PlannerProfile, PlannerSettings
 from proxy.errors import ToolgraphError
 from proxy.llm import ChatModel, MeteredModel, metered
 from proxy.plan.candidates import CandidateFinder
+from proxy.plan.composition import operations_named
 from proxy.plan.decompose import decompose
 from proxy.plan.model import Plan, SubTask
 from proxy.plan.order import split_clauses
@@ -138,10 +139,50 @@ class RequestPlanner:
         Without a catalog to search (the graph store or the retriever failing) there is
         nothing to fall back to: the plan is empty and its note says why.
         """
+
+        async def made(planner: RequestPlanner, config: PlannerSettings) -> Plan:
+            return await planner._plan(conversation, model, scope, config, exclude, tool_needed)
+
+        return await self._checked(made, scope, profile)
+
+    async def replan(
+        self,
+        earlier: Plan,
+        conversation: str,
+        model: ChatModel | None,
+        scope: str | None = None,
+        profile: PlannerProfile | None = None,
+        exclude: frozenset[str] = frozenset(),
+    ) -> Plan:
+        """Tools chosen again, none of ``exclude``, for the sub-tasks ``earlier`` was made
+        of (a backtrack's re-plan): no triage and no decomposition, which were asked once
+        for the request; asked again, they cost their time and may decide otherwise."""
+        subtasks = list(earlier.made) or [_whole(conversation)]
+        note = "re-planned: the sub-tasks kept, their tools chosen again"
+
+        async def chosen(planner: RequestPlanner, config: PlannerSettings) -> Plan:
+            if model is None or config.policy == "graph":
+                return await planner._without_llm(subtasks, [note], exclude)
+            counted = metered(model)
+            plan = await planner._select(conversation, subtasks, counted, scope, config, exclude)
+            plan.notes.insert(0, note)
+            return plan
+
+        return await self._checked(chosen, scope, profile)
+
+    async def _checked(
+        self,
+        make: Callable[[RequestPlanner, PlannerSettings], Awaitable[Plan]],
+        scope: str | None,
+        profile: PlannerProfile | None,
+    ) -> Plan:
+        """The plan ``make`` makes with ``profile``'s settings and ``scope``'s learned
+        evidence, its steps checked against their tools' preconditions; an empty plan
+        with a note when the catalog fails."""
         try:
             config = self.config.for_profile(profile)
             planner = await self._learned_by(scope)
-            plan = await planner._plan(conversation, model, scope, config, exclude, tool_needed)
+            plan = await make(planner, config)
             await asyncio.to_thread(enforce_preconditions, plan, self.finder.store)
             return plan
         except (GraphStoreError, RetrieverError) as exc:
@@ -185,7 +226,10 @@ class RequestPlanner:
                 return plan
             if sort == "one":
                 return await self._one_call(conversation, counted, scope, config, exclude)
-        return await self._decomposed(conversation, counted, scope, config, exclude)
+            tool_needed = tool_needed or sort == "several"
+        return await self._decomposed(
+            conversation, counted, scope, config, exclude, tool_needed=tool_needed
+        )
 
     async def _one_call(
         self,
@@ -196,20 +240,34 @@ class RequestPlanner:
         exclude: frozenset[str],
     ) -> Plan:
         """The request as one sub-task, without a decomposition; decomposed after all when
-        the tool it gets is refused at plan time: that tool needs what an earlier call
-        gives, so the request is a chain the triage took for one call."""
+        the one call cannot do it (:meth:`_not_one_call`)."""
         whole = [_whole(conversation)]
         plan = await self._select(conversation, whole, counted, scope, config, exclude)
-        store = self.finder.store
-        refused = await asyncio.to_thread(enforce_preconditions, plan, store, starts=False)
-        if not refused:
+        why = await asyncio.to_thread(self._not_one_call, plan, conversation)
+        if not why:
             plan.notes.append("triage: one tool call, planned without a decomposition")
             return plan
-        tools = ", ".join(refused.values())
-        why = f"triage: one tool call, but {tools} needs what an earlier call gives: decomposed"
-        decomposed = await self._decomposed(conversation, counted, scope, config, exclude)
-        decomposed.notes[:0] = [*plan.notes, why]
+        decomposed = await self._decomposed(
+            conversation, counted, scope, config, exclude, tool_needed=True
+        )
+        decomposed.notes[:0] = [*plan.notes, f"triage: one tool call, but {why}: decomposed"]
         return decomposed
+
+    def _not_one_call(self, plan: Plan, conversation: str) -> str:
+        """Why the one-call ``plan`` cannot do the request, "" when it can (store reads:
+        in a worker thread). Its tool is refused at plan time (it needs what an earlier
+        call gives: the request is a chain), or the request names several operations of
+        its operation selector (a composition, :mod:`proxy.plan.composition`)."""
+        store = self.finder.store
+        refused = enforce_preconditions(plan, store, starts=False)
+        if refused:
+            return f"{', '.join(refused.values())} needs what an earlier call gives"
+        for name in plan.choices.values():
+            tool = store.get_tool(name)
+            named = operations_named(tool, conversation) if tool is not None else {}
+            for param, values in named.items():
+                return f"the request names {len(values)} of {name}'s {param}s ({', '.join(values)})"
+        return ""
 
     async def _decomposed(
         self,
@@ -218,12 +276,21 @@ class RequestPlanner:
         scope: str | None,
         config: PlannerSettings,
         exclude: frozenset[str],
+        *,
+        tool_needed: bool = False,
     ) -> Plan:
-        """The request decomposed into sub-tasks, a tool chosen for each."""
+        """The request decomposed into sub-tasks, a tool chosen for each; ``tool_needed``:
+        the gate or the triage decided a tool is needed ("no tools" is not an answer)."""
         try:
             categories = await asyncio.to_thread(self._categories)
             with metrics.STAGE_LATENCY.labels("decompose").time():
-                found = await decompose(counted, conversation, categories, config.decompose_retries)
+                found = await decompose(
+                    counted,
+                    conversation,
+                    categories,
+                    config.decompose_retries,
+                    tool_needed=tool_needed,
+                )
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm([_whole(conversation)], [_fell_back(exc)], exclude)
             plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
@@ -277,6 +344,7 @@ class RequestPlanner:
         except (ToolgraphError, PlanningFailed) as exc:
             plan = await self._without_llm(subtasks, [_fell_back(exc)], exclude)
         plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
+        plan.made = tuple(subtasks)
         return plan
 
     async def _without_llm(
@@ -288,6 +356,7 @@ class RequestPlanner:
         with metrics.STAGE_LATENCY.labels("select").time():
             plan = await asyncio.to_thread(self._plan_without_llm, subtasks, exclude)
         plan.notes += notes
+        plan.made = tuple(subtasks)
         return plan
 
     def _plan_without_llm(

@@ -165,16 +165,8 @@ class DepthFirstSearch:
         reply = await self.model.reply(
             messages, max_tokens=PICK_TOKENS, json=True, purpose="pick", about=task.id
         )
-        choice, reason = read_pick(reply.text)
-        if isinstance(choice, int) and not isinstance(choice, bool):
-            if 1 <= choice <= len(candidates):
-                return named_pick(reason, candidates, candidates[choice - 1])
-            if choice == 0:
-                return None, f"none fits: {reason}" if reason else "none fits"
-        named = [c for c in candidates if re.search(rf"\b{re.escape(c.tool)}\b", reason)]
-        if len(named) == 1:  # no number (cut at the bound): the one tool its reason names
-            return named[0], f"{reason} (no number; the reason names {named[0].tool})"
-        return None, "the model's answer named no listed tool: treated as none fits"
+        used = set(walk.plan.choices.values())
+        return read_choice(reply.text, candidates, cut=reply.truncated, used=used)
 
     def _without_asking(self, candidates: Sequence[Candidate]) -> str:
         """Why the first candidate is taken without an LLM call, or "" to ask.
@@ -184,6 +176,16 @@ class DepthFirstSearch:
         A list of one has no second ranking to agree with, so the model is asked: a
         category filter that left only ``run_simulation`` for a "physics" step made it
         confident at similarity 0.06 (issue 19's traces).
+
+        There is no floor on the similarity: a whole question is far from any tool's
+        text, and the right confident picks of the e2e suite's one-tool questions (its
+        default suite and its dev part, at 100 tools) lie at 0.2 to 0.55, 12 of 15 under
+        0.5, all 15 right; a floor that would have sent a 0.53 pick to the model (a
+        division given to ``vector_operation``) asks the model about them all. On
+        UltraTool's gold root steps, confident picks are right 50 % of the time under
+        0.5 and 88 % from 0.6 (``python -m eval.plan_confident``; README, "How well
+        it selects"): the model's own pick there is not measured, so no floor is
+        shown to help.
         """
         first = candidates[0]
         if self.pick == "first":
@@ -252,16 +254,52 @@ def read_pick(text: str) -> tuple[JsonValue, str]:
     )
 
 
+def read_choice(
+    text: str, candidates: Sequence[Candidate], *, cut: bool = False, used: set[str] | None = None
+) -> tuple[Candidate | None, str]:
+    """The candidate a pick reply chooses, and why; None for "none fits".
+
+    Only a number 0 is "none fits". A reply without a number gives the tool its reason
+    names; a reply ``cut`` at its bound before its number (the reason ran long) never
+    counts as "none": the first tool its reason names, else the best-scored candidate not
+    ``used`` yet (the LLM-free policy's pick), since nothing in it says that none fits.
+    """
+    choice, reason = read_pick(text)
+    if isinstance(choice, int) and not isinstance(choice, bool):
+        if 1 <= choice <= len(candidates):
+            return named_pick(reason, candidates, candidates[choice - 1])
+        if choice == 0:
+            return None, f"none fits: {reason}" if reason else "none fits"
+    named = tools_named(reason, candidates)
+    if len(named) == 1 or (cut and named):
+        return named[0], f"{reason} (no number; the reason names {named[0].tool})"
+    if cut and (best := best_candidate(candidates, used or set())) is not None:
+        return best, f"{reason} (cut before its number: the best-scored candidate, {best.tool})"
+    return None, "the model's answer named no listed tool: treated as none fits"
+
+
 def named_pick(
     reason: str, candidates: Sequence[Candidate], numbered: Candidate
 ) -> tuple[Candidate, str]:
     """The tool the reason names when it names exactly one listed tool and the number
     points at another: a small model's number drifts from the tool it reasons about
     (5 of 10 wrong picks in issue 19's traces), its reason much less."""
-    named = [c for c in candidates if re.search(rf"\b{re.escape(c.tool)}\b", reason)]
+    named = tools_named(reason, candidates)
     if len(named) == 1 and named[0].tool != numbered.tool:
         return named[0], f"{reason} (the reason names {named[0].tool}; the number {numbered.tool})"
     return numbered, reason or "chosen by the model"
+
+
+def tools_named(reason: str, candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates ``reason`` names, in the order it names them; a name's underscores
+    may be written as spaces or hyphens, in any case ("Flight search" for flight_search)."""
+    found = []
+    for candidate in candidates:
+        words = (re.escape(part) for part in candidate.tool.split("_"))
+        at = re.search(rf"(?<!\w){'[ _-]?'.join(words)}(?!\w)", reason, re.IGNORECASE)
+        if at is not None:
+            found.append((at.start(), candidate))
+    return [candidate for _, candidate in sorted(found, key=lambda pair: pair[0])]
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ customers live in Germany?" reads as general knowledge, with a database's query 
 beside it as a lookup; the examples show the tools' presence alone is no reason.
 ``one`` spares the decomposition (the request is planned as one sub-task, its values
 untouched), ``none`` the plan and the tools; ``several``, and any answer that is none
-of the three, goes on to the decomposition. The examples are generic, not the eval's
+of the three, goes on to the decomposition, which may still answer "no tools" only
+after an answer that is none of the three. The examples are generic, not the eval's
 tasks; the fixed prefix is the same for every request, so a server with a prompt cache
 reads only the request and its tools.
 """
@@ -63,20 +64,23 @@ def tool_line(name: str, description: str) -> str:
     return f"{name}: {text}" if text else name
 
 
-def read_sort(text: str) -> Sort:
-    """The sort a reply names first; ``several`` (decompose) when it names none."""
+def read_sort(text: str) -> Sort | None:
+    """The sort a reply names first; None when it names none."""
     words = text.strip().lower().replace(".", " ").split()
     first = words[0] if words else ""
-    return next((sort for sort in SORTS if first == sort), "several")
+    return next((sort for sort in SORTS if first == sort), None)
 
 
-async def triage(model: MeteredModel, conversation: str, closest: Sequence[str] = ()) -> Sort:
+async def triage(
+    model: MeteredModel, conversation: str, closest: Sequence[str] = ()
+) -> Sort | None:
     """How many tool calls ``conversation`` needs, ``closest`` tools beside it (lines of
-    :func:`tool_line`); ``several`` when the model fails (the decomposition that follows
-    meets the failure and degrades)."""
+    :func:`tool_line`); None when the model fails or names no sort: the request is
+    decomposed, and the decomposition that follows decides (it meets a failure and
+    degrades)."""
     messages = triage_messages(conversation, closest)
     try:
         reply = await model.reply(messages, max_tokens=MAX_TOKENS, purpose="triage")
     except ToolgraphError:
-        return "several"
+        return None
     return read_sort(reply.text)

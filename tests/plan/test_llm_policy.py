@@ -480,3 +480,79 @@ async def test_the_shipped_profile_triages_and_a_routes_full_profile_decomposes(
     systems = [r.body["messages"][0]["content"] for r in upstream.requests[1:]]
     assert "You plan how to answer" in systems[0]  # no triage first
     assert "You check a plan" in systems[-1]
+
+
+async def test_a_pick_cut_before_its_number_is_never_read_as_none_fits(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    """A long reason cut at the bound, naming no listed tool: the best-scored candidate
+    is taken, as the LLM-free policy would, not "none fits"."""
+    cut = Script(
+        text='{"reason": "the flights from Beijing to Paris are what the traveller wants, so',
+        finish_reason="length",
+    )
+    upstream.enqueue(reply(STEPS), cut, pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    first = plan.decisions[0]
+    assert first.chosen == first.candidates[0].tool
+    assert "cut before its number" in first.reason
+    assert len(plan.choices) == 3
+
+
+async def test_a_whole_reply_naming_no_listed_tool_still_counts_as_none_fits(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(STEPS), reply({"reason": "nothing here books seats"}), pick(1))
+    plan = await planner(finder, encoder, step_budget=2).plan(REQUEST, model)
+    assert plan.decisions[0].chosen is None
+    assert "named no listed tool" in plan.decisions[0].reason
+
+
+async def test_a_cut_reason_naming_a_tool_with_spaces_takes_that_tool(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    cut = Script(
+        text='{"reason": "Flight search finds the flights from Beijing to Paris, which the',
+        finish_reason="length",
+    )
+    upstream.enqueue(reply(STEPS), cut, pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert plan.choices["s1"] == "flight_search"
+    assert "the reason names flight_search" in plan.decisions[0].reason
+
+
+CYCLE = {
+    "subtasks": [
+        {"id": "a", "text": "x", "needs": ["b"]},
+        {"id": "b", "text": "y", "needs": ["a"]},
+    ]
+}
+
+
+async def test_a_retry_of_the_decomposition_cannot_flip_it_to_no_tools(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply(CYCLE), reply({"no_tools": True}), reply(STEPS), *[pick(1)] * 3)
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert not plan.no_tools
+    assert plan.choices == {"s1": "flight_search", "s2": "book_flight", "s3": "send_sms"}
+    assert "a tool is needed" in prompts(upstream)[2]
+
+
+async def test_no_tools_is_refused_once_the_triage_said_tools_are_needed(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply("several"), reply({"no_tools": True}), reply(STEPS), *[pick(1)] * 3)
+    plan = await planner(finder, encoder, triage=True).plan(REQUEST, model)
+    assert not plan.no_tools
+    assert len(plan.choices) == 3
+    assert "a tool is needed" in prompts(upstream)[2]
+
+
+async def test_an_unreadable_triage_leaves_no_tools_to_the_decomposition(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    upstream.enqueue(reply("hmm"), reply({"no_tools": True}))
+    plan = await planner(finder, encoder, triage=True).plan("Hi! How are you?", model)
+    assert plan.no_tools
+    assert plan.llm_calls == 2
