@@ -13,10 +13,14 @@ ToolgraphError                 status, type, code, param: what the client sees
  ├── ClientClosedRequest       499, for the metrics only: nobody is left to read it
  ├── UpstreamError             the upstream's own status, type, code and message
  │    ├── UpstreamUnreachable  502 (connection refused, reset, protocol error)
- │    └── UpstreamTimeout      504 (no answer within the configured time)
+ │    ├── UpstreamTimeout      504 (no answer within the configured time)
+ │    └── ModelCallsSpent      503 (an orchestrated request's bound on model calls before
+ │                             its answer is reached: planning and argument writing stop)
  ├── ToolError                 502 tool_error: a tool call the proxy made failed
  │    ├── ToolHttpStatus       502 (the tool answered an HTTP error status, kept in http_status)
  │    ├── ToolTimeout          504 (the call or the request's deadline ran out)
+ │    ├── ToolUnavailable      502 (the tool cannot be called at all: its host unreachable,
+ │    │                        its transport not enabled, its credential unset)
  │    ├── ToolInputRejected    400 (arguments a tool refuses: hostile, too large, invalid)
  │    ├── MissingArguments     400 (a required value only the user can give: ask them)
  │    ├── ToolResponseTooLarge 502 (the response passed the size cap)
@@ -163,6 +167,15 @@ class UpstreamTimeout(UpstreamError):
     code = "upstream_timeout"
 
 
+class ModelCallsSpent(UpstreamError):
+    """An orchestrated request asked the model as often as ``orchestrate.max_model_calls``
+    allows before its answer: the stage that meets it degrades (the planner to its
+    LLM-free policy, an unwritten call fails), and the answer is still asked."""
+
+    status = 503
+    code = "model_calls_spent"
+
+
 class ToolError(ToolgraphError):
     """A tool call failed; ``param`` names the tool when known."""
 
@@ -180,6 +193,13 @@ class ToolHttpStatus(ToolError):
 class ToolTimeout(ToolError):
     status = 504
     code = "tool_timeout"
+
+
+class ToolUnavailable(ToolError):
+    """The tool cannot be called whatever its arguments: no route to its host, its
+    transport (HTTP, MCP) not enabled, its credential not set."""
+
+    code = "tool_unavailable"
 
 
 class ToolInputRejected(ToolError):

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from pydantic import JsonValue
 
 from proxy.context import RequestContext
-from proxy.errors import UpstreamError
+from proxy.errors import ModelCallsSpent, UpstreamError
 from proxy.protocol.chat import read_completion
 from proxy.upstream import Target, Upstream
 
@@ -151,16 +151,37 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
+@dataclass(slots=True)
+class CallBudget:
+    """How many questions one request may still ask the model, shared by every part."""
+
+    limit: int
+    spent: int = 0
+
+    def spend(self) -> None:
+        """Count one question; :class:`ModelCallsSpent` when none is left."""
+        if self.spent >= self.limit:
+            raise ModelCallsSpent(f"the request's {self.limit} model calls are spent")
+        self.spent += 1
+
+
 class MeteredModel:
     """A :class:`ChatModel` that counts every question and adds every reply's usage
-    to its meter (``usage``) and to the meters it shares (see :func:`metered`)."""
+    to its meter (``usage``) and to the meters it shares (see :func:`metered`); with a
+    ``budget``, a question past it raises :class:`ModelCallsSpent` unasked."""
 
     def __init__(
-        self, model: ChatModel, usage: Usage | None = None, *, shared: Sequence[Usage] = ()
+        self,
+        model: ChatModel,
+        usage: Usage | None = None,
+        *,
+        shared: Sequence[Usage] = (),
+        budget: CallBudget | None = None,
     ) -> None:
         self.model = model
         self.usage = Usage() if usage is None else usage
         self.meters = (self.usage, *shared)
+        self.budget = budget
 
     async def reply(
         self,
@@ -171,6 +192,8 @@ class MeteredModel:
         purpose: str = "",
         about: str = "",
     ) -> ModelReply:
+        if self.budget is not None:
+            self.budget.spend()
         for meter in self.meters:
             meter.asked += 1
         started = time.perf_counter()
@@ -195,10 +218,10 @@ def metered(model: ChatModel) -> MeteredModel:
 
     A model that is metered already is unwrapped, and its meters keep counting too,
     so the planner's share also lands in the request's total, with no meter stacked
-    inside another.
+    inside another; its budget still bounds it.
     """
     if isinstance(model, MeteredModel):
-        return MeteredModel(model.model, shared=model.meters)
+        return MeteredModel(model.model, shared=model.meters, budget=model.budget)
     return MeteredModel(model)
 
 

@@ -298,6 +298,15 @@ class OrchestrateSettings(Section):
     max_reused_results: int = Field(
         default=16, ge=0, le=256, description="Earlier tool results a follow-up may reuse."
     )
+    max_model_calls: int = Field(
+        default=24,
+        ge=1,
+        le=1000,
+        description="Model calls one orchestrated request may make before its answer "
+        "(triage, decomposition, picks, reflection, arguments, field choices, the re-plans "
+        "of a backtrack included): past it the planner falls back to its LLM-free policy "
+        "and a call whose arguments are still unwritten fails; the answer is still asked.",
+    )
 
     @model_validator(mode="after")
     def _builtin_tools_installed(self) -> OrchestrateSettings:

@@ -27,7 +27,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import JsonValue
 
 from graph_store.models import Tool
-from proxy.errors import MissingArguments, ToolInputRejected, UpstreamError
+from proxy.errors import MissingArguments, ModelCallsSpent, ToolInputRejected, UpstreamError
 from proxy.execute.choices import MAX_SHOWN, choices_prompt, pick_choices, shown_parameters
 from proxy.execute.references import resolve
 from proxy.llm import ChatModel, Message, parse_object, quote_result
@@ -131,6 +131,8 @@ class ArgumentWriter:
                     purpose="arguments",
                     about=tool.name,
                 )
+            except ModelCallsSpent:
+                raise  # the request's bound, not this tool's failure: no other tool is tried
             except UpstreamError as exc:
                 raise NoValidArguments(
                     f"{tool.name}: no arguments, the model failed: {exc.message}",

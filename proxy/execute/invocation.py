@@ -38,6 +38,7 @@ from proxy.errors import (
     ToolInputRejected,
     ToolResponseTooLarge,
     ToolTimeout,
+    ToolUnavailable,
     redact,
 )
 from proxy.execute.egress import EgressPolicy, GuardedBackend
@@ -208,13 +209,15 @@ class HttpInvoker:
     def _translate(self, tool: Tool, exc: httpx.TransportError) -> ToolError:
         if isinstance(exc, httpx.TimeoutException):
             return ToolTimeout(f"{tool.name} did not answer in time", param=tool.name)
-        return ToolError(f"cannot reach {tool.name}: {type(exc).__name__}", param=tool.name)
+        return ToolUnavailable(f"cannot reach {tool.name}: {type(exc).__name__}", param=tool.name)
 
 
 def _credential_value(cred: ToolCredentialSettings, tool: Tool) -> str:
     value = cred.value()
     if value is None:
-        raise ToolError(f"the credential for {cred.host} ({cred.env}) is not set", param=tool.name)
+        raise ToolUnavailable(
+            f"the credential for {cred.host} ({cred.env}) is not set", param=tool.name
+        )
     return value
 
 
@@ -222,7 +225,7 @@ def build_request(tool: Tool, arguments: Mapping[str, JsonValue]) -> HttpRequest
     """Place each argument where the endpoint says: path, query, header, cookie or body."""
     endpoint = tool.endpoint
     if endpoint is None or not endpoint.url.startswith(("http://", "https://")):
-        raise ToolError(f"{tool.name} has no HTTP endpoint", param=tool.name)
+        raise ToolUnavailable(f"{tool.name} has no HTTP endpoint", param=tool.name)
     method = endpoint.method.upper()
     parts = urlsplit(endpoint.url)
     if "{" in parts.netloc:
@@ -320,10 +323,10 @@ class Invoker:
             return await self._python.invoke(tool, arguments)
         if url.startswith(MCP_SCHEME):
             if self._mcp is None:
-                raise ToolError(f"{tool.name}: no MCP server is configured", param=tool.name)
+                raise ToolUnavailable(f"{tool.name}: no MCP server is configured", param=tool.name)
             return await self._mcp.invoke(tool, arguments)
         if self._http is None:
-            raise ToolError(f"{tool.name}: HTTP tools are not enabled", param=tool.name)
+            raise ToolUnavailable(f"{tool.name}: HTTP tools are not enabled", param=tool.name)
         return await self._http.invoke(tool, arguments)
 
 

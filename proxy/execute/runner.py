@@ -4,8 +4,10 @@ With an :class:`~proxy.execute.arguments.ArgumentWriter`, a node's arguments are
 completed by the LLM from its sub-task and the compressed outputs of the nodes it
 depends on (and any ``background``: earlier results of the conversation) before
 the call; without one, they go as the plan bound them. A call whose tool and
-arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`)
-is answered from there instead of running again. Every call runs with the request's
+arguments equal one in ``reuse`` (an earlier turn's calls, by :func:`call_key`),
+or one this run made already (a plan whose steps all came to the same call: a small
+model's decomposition repeated one ``evaluate_expression`` step after step), is
+answered from there instead of running again. Every call runs with the request's
 :class:`~proxy.tools.variables.Variables` bound (the entity sets the knowledge-graph
 tools name ``#0``, ``#1``…), one per runner unless the caller passes the request's own.
 A tool marked destructive is not called unless the runner was told it may
@@ -44,7 +46,7 @@ from pydantic import JsonValue
 
 from graph_store.models import Tool
 from proxy import json_codec
-from proxy.errors import DestructiveRefused, ToolError
+from proxy.errors import DestructiveRefused, ToolError, ToolUnavailable
 from proxy.execute.arguments import ArgumentWriter, Choices, NoValidArguments
 from proxy.execute.choices import offered_choices
 from proxy.execute.compress import Compressed, Compressor
@@ -117,7 +119,9 @@ class CatalogRunner:
         self._reuse = reuse or {}
         self._background = background or {}
         self.attempts: dict[str, int] = {}  # node id → LLM replies read for its arguments
-        self.reused: set[str] = set()  # node ids answered from an earlier turn
+        self.reused: set[str] = set()  # node ids answered from an earlier turn or call
+        # this run's calls by call_key, running or done: one made twice is made once
+        self._made: dict[str, asyncio.Future[JsonValue]] = {}
         self.rejected: dict[str, str] = {}  # node id → the tool's error fed back to the writer
         self.tools = InFlight()  # the wall time some tool was being called
         # node id → the plan's fixed arguments, the inputs and the choices, kept while a
@@ -127,7 +131,7 @@ class CatalogRunner:
     def tool(self, node: PlanNode) -> Tool:
         tool = self._tools.get(node.tool)
         if tool is None:
-            raise ToolError(f"no tool named {node.tool} in the catalog", param=node.tool)
+            raise ToolUnavailable(f"no tool named {node.tool} in the catalog", param=node.tool)
         return tool
 
     def host(self, node: PlanNode) -> str:
@@ -232,10 +236,31 @@ class CatalogRunner:
         return offered_choices(paths, outputs, fixed)
 
     async def _call(self, node: PlanNode, tool: Tool, arguments: dict[str, JsonValue]) -> JsonValue:
-        earlier = self._reuse.get(call_key(tool.name, arguments), _ABSENT)
+        key = call_key(tool.name, arguments)
+        earlier = self._reuse.get(key, _ABSENT)
         if earlier is not _ABSENT:
             self.reused.add(node.id)
             return copy.deepcopy(earlier)
+        same = self._made.get(key)
+        if same is not None:  # made by another node of this run, perhaps still running
+            self.reused.add(node.id)
+            return copy.deepcopy(await asyncio.shield(same))
+        if is_destructive(tool):  # a side effect asked twice is done twice
+            return await self._invoke(node, tool, arguments)
+        made = self._made[key] = asyncio.get_running_loop().create_future()
+        try:
+            output = await self._invoke(node, tool, arguments)
+        except BaseException as exc:
+            failed = exc if isinstance(exc, Exception) else ToolError(f"{tool.name}: cancelled")
+            made.set_exception(failed)
+            made.exception()  # read here: no node may be waiting for it
+            raise
+        made.set_result(output)
+        return output
+
+    async def _invoke(
+        self, node: PlanNode, tool: Tool, arguments: dict[str, JsonValue]
+    ) -> JsonValue:
         if not self._destructive and is_destructive(tool):
             raise DestructiveRefused(
                 f"{tool.name} is marked destructive and runs only under an Idempotency-Key "

@@ -42,11 +42,13 @@ from pydantic import JsonValue
 from proxy import metrics
 from proxy.config import ExecutorSettings
 from proxy.errors import (
+    EgressDenied,
     MissingArguments,
     ToolError,
     ToolgraphError,
     ToolHttpStatus,
     ToolInputRejected,
+    ToolUnavailable,
 )
 from proxy.execute.plan import PlanNode, ToolPlan
 
@@ -75,8 +77,9 @@ class CallRecord:
     output: JsonValue = None
     error: str = ""
     question: str = ""
-    #: the call could not be fed: a required value is missing, or the tool refused the
-    #: input the argument writer gave it, rewritten included (another tool may serve)
+    #: the call could not be fed: a required value is missing, the tool refused the input
+    #: the argument writer gave it (rewritten included), or it cannot be called at all
+    #: (:func:`unavailable`): another tool may serve
     infeasible: bool = False
     arguments: dict[str, JsonValue] = field(default_factory=dict)
     host: str = ""  # where it went (the per-host limit's key): a hostname, local, mcp:<server>
@@ -362,7 +365,9 @@ class _Run:
             record.question, record.infeasible = exc.question, True
             self._finish(record, Outcome.NEEDS_INPUT, exc.message)
         except ToolgraphError as exc:
-            record.infeasible = isinstance(exc, ToolError) and rejected_input(exc)
+            record.infeasible = isinstance(exc, ToolError) and (
+                rejected_input(exc) or unavailable(exc)
+            )
             self._finish(record, Outcome.FAILED, exc.message)
         except Exception as exc:  # a tool's own bug fails that call, never the request
             log.warning("tool %s raised", node.tool, exc_info=True)
@@ -432,6 +437,20 @@ def rejected_input(error: ToolError) -> bool:
     if isinstance(error, ToolHttpStatus):
         return error.http_status in (400, 422)
     return isinstance(error, ToolInputRejected)
+
+
+#: HTTP statuses that say the tool cannot serve any call now: not authorised, the method
+#: not served, the service down (a 500 or a 404 may be the arguments' doing).
+UNAVAILABLE_STATUSES = frozenset({401, 403, 405, 501, 502, 503})
+
+
+def unavailable(error: ToolError) -> bool:
+    """Whether the tool cannot be called whatever its arguments: unreachable, not
+    enabled, refused by the egress policy, or an HTTP status of
+    :data:`UNAVAILABLE_STATUSES` (another candidate may serve where no argument would)."""
+    if isinstance(error, ToolHttpStatus):
+        return error.http_status in UNAVAILABLE_STATUSES
+    return isinstance(error, ToolUnavailable | EgressDenied)
 
 
 def bind_arguments(node: PlanNode, context: Mapping[str, JsonValue]) -> dict[str, JsonValue]:

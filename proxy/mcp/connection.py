@@ -37,7 +37,7 @@ from mcp_types import CONNECTION_CLOSED
 from pydantic import JsonValue, ValidationError
 
 from proxy.config import McpServerSettings
-from proxy.errors import EgressDenied, ToolError, ToolTimeout
+from proxy.errors import EgressDenied, ToolError, ToolTimeout, ToolUnavailable
 from proxy.execute.egress import EgressPolicy
 from proxy.execute.progress import progress_line, reporter
 from proxy.mcp.results import tool_output
@@ -121,7 +121,7 @@ class McpConnection:
         client = self._client
         label = f"{self.name}/{tool}"
         if client is None:
-            raise ToolError(f"MCP server {self.name} is not connected", param=label)
+            raise ToolUnavailable(f"MCP server {self.name} is not connected", param=label)
         try:
             async with asyncio.timeout(self._call_timeout):
                 result = await client.call_tool(

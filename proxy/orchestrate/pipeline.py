@@ -13,10 +13,17 @@ trace is derived from. Any failure is a :class:`Failed` outcome, never an
 exception; cancellation (the client went away) still propagates.
 
 A pick that cannot run (a required value nothing in the conversation gives, an input
-the tool refuses) is a failed pick: the request is planned again without that tool,
-up to ``BACKTRACKS`` times, and the user is asked only when no other candidate runs.
+the tool refuses) is a failed pick: the request's sub-tasks are given tools again
+without that one (no second triage or decomposition), up to ``BACKTRACKS`` times, and
+the user is asked only when no other candidate runs.
 A run whose calls failed otherwise is not planned again: the answer call is told
 which calls failed and why, and answers from what worked (docs/architecture.md says why).
+
+Every model call before the answer (triage, decomposition, picks, arguments, field
+choices, a backtrack's re-plans) spends one of the request's
+``orchestrate.max_model_calls``; past it the stage degrades instead of asking (a small
+model's decomposition into a dozen steps once held a request to its deadline), and the
+answer is asked all the same.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from proxy.execute.progress import reported_to
 from proxy.execute.scheduler import CallRecord
 from proxy.execute.scheduler import Outcome as CallOutcome
 from proxy.execute.service import ExecutedPlan, ToolExecutor
-from proxy.llm import MeteredModel, UpstreamModel
+from proxy.llm import CallBudget, MeteredModel, UpstreamModel
 from proxy.orchestrate.answer import answer_body, answer_messages, restated
 from proxy.orchestrate.conversation import EarlierCall, succeeded_calls
 from proxy.orchestrate.joiner import Joiner, WholeAnswer
@@ -85,12 +92,20 @@ class Pipeline:
         *,
         query_turns: int,
         request_timeout: float,
+        max_model_calls: int,
     ) -> None:
         self.catalog = catalog
         self.executor = executor
         self.records = records
         self._query_turns = query_turns
         self._request_timeout = request_timeout
+        self._max_model_calls = max_model_calls
+
+    def _model(self, turn: Turn) -> MeteredModel:
+        """The model the planner and the executor ask for ``turn``: metered into the
+        turn's usage, within the request's bound on model calls (the answer is not)."""
+        upstream = UpstreamModel(turn.upstream, turn.target, turn.context)
+        return MeteredModel(upstream, turn.usage, budget=CallBudget(self._max_model_calls))
 
     async def run(self, turn: Turn, joiner: Joiner, say: Say = silent) -> Outcome:
         """Take ``turn`` to its outcome within the request's deadline; keep it on the turn."""
@@ -154,10 +169,7 @@ class Pipeline:
         asked (``/mcp``'s ``plan``), within the request's deadline."""
         async with within(max(0.0, self._request_timeout - turn.context.elapsed())):
             catalog = await self.catalog.get()
-            model = MeteredModel(
-                UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage
-            )
-            return await self._plan(turn, catalog, model)
+            return await self._plan(turn, catalog, self._model(turn))
 
     async def _gate(self, turn: Turn, catalog: Catalog) -> bool:
         """Whether a catalog tool may serve the request (always, with the gate off)."""
@@ -198,14 +210,15 @@ class Pipeline:
         tools, at most :data:`BACKTRACKS` times: another candidate may run where the
         first pick could not. When none is left the user is asked what the first such
         run needed, or the answer says why the first such run failed."""
-        model = MeteredModel(UpstreamModel(turn.upstream, turn.target, turn.context), turn.usage)
+        model = self._model(turn)
         reusable, excluded = earlier, frozenset[str]()
         asking: _Run | None = None  # the first run that ended in a question
         first: _Run | None = None  # the first run that could not run: the likeliest pick
         backtracks = 0
         notes: list[str] = []  # the backtracks so far, for the trace's plan
+        plan: Plan | None = None  # the run before: a re-plan keeps its sub-tasks
         while True:
-            plan, tool_plan = await self._plan(turn, catalog, model, excluded)
+            plan, tool_plan = await self._plan(turn, catalog, model, excluded, plan)
             plan.notes[:0] = notes
             if not tool_plan.nodes or excluded & {node.tool for node in tool_plan.nodes}:
                 kept = asking or first
@@ -239,20 +252,28 @@ class Pipeline:
         catalog: Catalog,
         model: MeteredModel,
         excluded: frozenset[str] = frozenset(),
+        earlier: Plan | None = None,
     ) -> tuple[Plan, ToolPlan]:
+        """The plan and its tool DAG; with ``earlier`` (a backtrack's), its sub-tasks
+        given tools again, none of ``excluded``."""
         with turn.stage("plan"):
             conversation = conversation_text(turn.messages)
             planner = catalog.planner
             if turn.context.tool_scope is not None:  # the key's tools alone are candidates
                 planner = await asyncio.to_thread(planner.within, turn.context.tool_scope)
-            plan = await planner.plan(
-                conversation,
-                model,
-                turn.client,
-                turn.target.planner,
-                excluded,
-                tool_needed=self._sure_of_a_tool(turn),
-            )
+            if earlier is None:
+                plan = await planner.plan(
+                    conversation,
+                    model,
+                    turn.client,
+                    turn.target.planner,
+                    excluded,
+                    tool_needed=self._sure_of_a_tool(turn),
+                )
+            else:
+                plan = await planner.replan(
+                    earlier, conversation, model, turn.client, turn.target.planner, excluded
+                )
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
         offered = {c.tool for d in plan.decisions for c in d.candidates}
         metrics.TOOLS_SELECTED.labels("orchestrate", "offered").inc(len(offered))

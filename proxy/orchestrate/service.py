@@ -56,6 +56,7 @@ class Orchestrator:
             self.records,
             query_turns=settings.retriever.query_turns,
             request_timeout=settings.timeouts.request,
+            max_model_calls=settings.orchestrate.max_model_calls,
         )
         self._streams = TurnStream(
             self.pipeline, self.records, settings.orchestrate.keepalive, settings.secrets()

@@ -12,8 +12,17 @@ import pytest
 
 from testing.brain import json_script, plan_of
 from testing.fake_upstream import FakeUpstream, Script
+from testing.ports import free_port
 from tests.conftest import ServerThread, StartProxy
-from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, trace, user
+from tests.orchestrate.conftest import (
+    ORCHESTRATE,
+    Brain,
+    http_tool,
+    sdk,
+    seed_catalog,
+    trace,
+    user,
+)
 
 QUESTION = "Evaluate 2*pi*50 numerically."
 #: retrieval's first candidate is taken without asking: which tool comes first is the
@@ -96,3 +105,51 @@ def _first_pick(proxy: ServerThread, brain: ByTool) -> str:
     brain.written_for.clear()
     brain.asked.clear()
     return first
+
+
+def test_a_re_plan_keeps_the_sub_tasks_and_chooses_only_the_tools_again(
+    start_proxy: StartProxy, by_tool: ByTool
+) -> None:
+    """The triage and the decomposition are asked once per request: a backtrack's
+    re-plan picks again over the sub-tasks they made."""
+    proxy = start_proxy(planner={**PLANNER, "triage": True})
+    by_tool.sort = "several"
+    first = _first_pick(proxy, by_tool)
+    by_tool.by_tool = {
+        name: {"expression": "2*pi*50"}
+        for name in ("evaluate_expression", "calculate_integral", "calculate_derivative")
+        if name != first
+    }
+    raw = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    (call,) = found["calls"]
+    assert call["outcome"] == "ok"
+    assert f"backtrack: {first} could not run" in found["plan"]["notes"]
+    assert (by_tool.asked["triage"], by_tool.asked["decompose"]) == (1, 1)
+    assert any(note.startswith("re-planned") for note in found["plan"]["notes"])
+
+
+def test_a_pick_that_cannot_be_reached_backtracks_to_the_next_candidate(
+    start_proxy: StartProxy, by_tool: ByTool
+) -> None:
+    """A tool whose host cannot be reached fails whatever its arguments: like an
+    unfed pick, the next candidate runs."""
+    closed = f"http://127.0.0.1:{free_port()}/evaluate"  # nothing listens there
+    seed_catalog([http_tool("remote_evaluator", f"{QUESTION} Evaluates it numerically.", closed)])
+    proxy = start_proxy(planner=PLANNER, executor={"allow_private_networks": True, "retries": 0})
+    assert _first_pick(proxy, by_tool) == "remote_evaluator"
+    by_tool.by_tool = {
+        name: {"expression": "2*pi*50"}
+        for name in ("evaluate_expression", "calculate_integral", "calculate_derivative")
+    }
+    by_tool.by_tool["remote_evaluator"] = {"label": "2*pi*50"}
+    raw = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
+    )
+    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    (call,) = found["calls"]
+    assert call["tool"] != "remote_evaluator"
+    assert call["outcome"] == "ok"
+    assert "backtrack: remote_evaluator could not run" in found["plan"]["notes"]

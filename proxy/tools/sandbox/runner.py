@@ -30,7 +30,13 @@ from pathlib import Path
 
 from pydantic import JsonValue
 
-from proxy.errors import ToolError, ToolInputRejected, ToolResponseTooLarge, ToolTimeout
+from proxy.errors import (
+    ToolError,
+    ToolInputRejected,
+    ToolResponseTooLarge,
+    ToolTimeout,
+    ToolUnavailable,
+)
 from proxy.tools.sandbox.forkserver import HEADER, MAX_REQUEST_BYTES
 
 MAX_RESULT_BYTES = 1024 * 1024
@@ -118,7 +124,7 @@ class Sandbox:
         try:
             reader, writer = await asyncio.open_unix_connection(self._socket)
         except OSError:
-            raise ToolError(f"{name}: the sandbox is not available", param=name) from None
+            raise ToolUnavailable(f"{name}: the sandbox is not available", param=name) from None
         pid = 0
         try:
             async with asyncio.timeout(self.timeout):
