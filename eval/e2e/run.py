@@ -96,9 +96,10 @@ def pairs(config: RunConfig, size: int) -> list[tuple[Arm, Task]]:
     """The (arm, task) pairs run at ``size``: no-tools only at the first size.
 
     One arm's tasks run one after the other, so that a server with a prompt cache
-    (:mod:`eval.llm.server` keeps its recent prompts' KV state) serves the all-tools arm's long tool list
-    from it after the first task: interleaved with the other arms, each of its
-    requests re-read some 12,000 prompt tokens at 100 tools (minutes on two cores).
+    (:mod:`eval.llm.server` keeps its recent prompts' KV state) serves the all-tools
+    arm's long tool list from it after the first task: interleaved with the other
+    arms, each of its requests re-read some 12,000 prompt tokens at 100 tools
+    (minutes on two cores).
     """
     arms = [arm for arm in config.arms if arm != "no_tools" or size == config.sizes[0]]
     return [(arm, task) for arm in arms for task in config.tasks]
