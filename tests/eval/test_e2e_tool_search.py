@@ -100,11 +100,15 @@ def test_every_tool_goes_upstream_in_the_all_tools_arm(fake_upstream: FakeUpstre
 
 
 def test_the_new_arms_are_known_and_labelled_but_not_run_by_default() -> None:
-    assert config_from(parse_args([]), "u").arms == ("orchestrate", "all_tools", "no_tools")
-    picked = config_from(parse_args(["--arms", "select,tool_search"]), "u")
+    assert config_from(parse_args(["--bfcl", "none"]), "u").arms == (
+        "orchestrate",
+        "all_tools",
+        "no_tools",
+    )
+    picked = config_from(parse_args(["--bfcl", "none", "--arms", "select,tool_search"]), "u")
     assert picked.arms == ("select", "tool_search")
     with pytest.raises(SystemExit, match="unknown arms: search"):
-        config_from(parse_args(["--arms", "search"]), "u")
+        config_from(parse_args(["--bfcl", "none", "--arms", "search"]), "u")
     row = {"catalog": 100, "task": "t", "kind": "single", "seconds": 1.0, "correct": True}
     row |= {"prompt_tokens": 10, "completion_tokens": 1, "tool_calls": [], "error": ""}
     table = markdown(summarise([row | {"arm": "select"}, row | {"arm": "tool_search"}]))
