@@ -11,6 +11,7 @@ quotes a tool's output as data in a prompt.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -153,15 +154,19 @@ def _count(value: object) -> int:
 
 @dataclass(slots=True)
 class CallBudget:
-    """How many questions one request may still ask the model, shared by every part."""
+    """How many questions one request may still ask the model, and until when (the
+    event loop's clock; None: any time), shared by every part."""
 
     limit: int
+    until: float | None = None
     spent: int = 0
 
     def spend(self) -> None:
         """Count one question; :class:`ModelCallsSpent` when none is left."""
         if self.spent >= self.limit:
             raise ModelCallsSpent(f"the request's {self.limit} model calls are spent")
+        if self.until is not None and asyncio.get_running_loop().time() >= self.until:
+            raise ModelCallsSpent("the request's time for model calls before its answer is spent")
         self.spent += 1
 
 

@@ -21,9 +21,10 @@ which calls failed and why, and answers from what worked (docs/architecture.md s
 
 Every model call before the answer (triage, decomposition, picks, arguments, field
 choices, a backtrack's re-plans) spends one of the request's
-``orchestrate.max_model_calls``; past it the stage degrades instead of asking (a small
-model's decomposition into a dozen steps once held a request to its deadline), and the
-answer is asked all the same.
+``orchestrate.max_model_calls``, and none starts in the last :data:`ANSWER_RESERVE` of
+the request's time; past either the stage degrades instead of asking (a small model's
+decomposition into a dozen steps once held a request to its deadline), and the answer
+is asked all the same.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ BACKTRACKS = 2
 #: no-tool question of the dev and default e2e suites scored 0.8 or more in one clause,
 #: while 5 of their 13 one-tool questions did (`python -m eval.e2e` traces, gate score).
 SURE_OF_A_TOOL = 0.8
+#: The share of a request's time left when planning starts in which no planning or
+#: argument call starts, so that the answer is asked before the deadline: a small model
+#: decomposing and picking on two busy cores reached an 810 s deadline with no answer.
+ANSWER_RESERVE = 0.25
 #: Progress for the client, when it asked for it (a stream's reasoning_content).
 Say = Callable[[str], None]
 
@@ -103,9 +108,13 @@ class Pipeline:
 
     def _model(self, turn: Turn) -> MeteredModel:
         """The model the planner and the executor ask for ``turn``: metered into the
-        turn's usage, within the request's bound on model calls (the answer is not)."""
+        turn's usage, within the request's bound on model calls, none started in the last
+        :data:`ANSWER_RESERVE` of its deadline (the answer is not bounded)."""
+        left = max(0.0, self._request_timeout - turn.context.elapsed())
+        until = asyncio.get_running_loop().time() + left * (1 - ANSWER_RESERVE)
+        budget = CallBudget(self._max_model_calls, until)
         upstream = UpstreamModel(turn.upstream, turn.target, turn.context)
-        return MeteredModel(upstream, turn.usage, budget=CallBudget(self._max_model_calls))
+        return MeteredModel(upstream, turn.usage, budget=budget)
 
     async def run(self, turn: Turn, joiner: Joiner, say: Say = silent) -> Outcome:
         """Take ``turn`` to its outcome within the request's deadline; keep it on the turn."""
