@@ -18,7 +18,10 @@ first out), so a prompt that shares its start with any of them, not only with th
 one, is read from there on. A pipeline that alternates between a few fixed prompts (a
 planner's triage, pick, argument and answer prompts) then reads each fixed part once,
 as a serving stack with prefix caching (vLLM's automatic prefix caching, llama.cpp
-server's slots, OpenAI's prompt caching) would.
+server's slots, OpenAI's prompt caching) would. A client that hangs up (its timeout)
+stops the reply being decoded for it, and a request whose client left while it waited
+for the model is dropped, as a serving stack aborts a disconnected request; otherwise a
+reply that never ends would hold the one model for every request after it.
 """
 
 from __future__ import annotations
@@ -26,21 +29,28 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import select
+import socket
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from llama_cpp import Llama, LlamaRAMCache
+from llama_cpp import Llama, LlamaRAMCache, StoppingCriteriaList
 from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
 
 from eval.llm.qwen_format import END, parse_reply, render_prompt
 
 log = logging.getLogger("eval.llm.server")
+
+
+class ClientGone(Exception):
+    """The client hung up before its reply was ready."""
 
 
 class BadRequest(Exception):
@@ -62,7 +72,9 @@ class ChatEngine:
         self.name = name
         self.lock = threading.Lock()
 
-    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    def complete(
+        self, body: dict[str, Any], gone: Callable[[], bool] = lambda: False
+    ) -> dict[str, Any]:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("messages must be a non-empty list")
@@ -82,10 +94,13 @@ class ChatEngine:
             "temperature": float(body.get("temperature") or 0.0),
             "seed": body.get("seed"),
             "stop": [END],
+            "stopping_criteria": StoppingCriteriaList([lambda _ids, _logits: gone()]),
         }
         response_format = body.get("response_format")
         started = time.perf_counter()
         with self.lock:
+            if gone():
+                raise ClientGone
             if _plain_json(response_format):
                 out = self._json_object(tokens, options)
             else:
@@ -197,6 +212,21 @@ def stream_events(completion: dict[str, Any]) -> list[bytes]:
     return [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in chunks] + [b"data: [DONE]\n\n"]
 
 
+def _peer_closed(connection: socket.socket) -> Callable[[], bool]:
+    """Whether the client has closed its end (checked between decoded tokens: one poll)."""
+
+    def closed() -> bool:
+        readable, _, _ = select.select([connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    return closed
+
+
 class Handler(BaseHTTPRequestHandler):
     engine: ChatEngine
 
@@ -212,7 +242,13 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-            completion = self.engine.complete(body)
+            gone = _peer_closed(self.connection)
+            completion = self.engine.complete(body, gone)
+            if gone():
+                raise ClientGone
+        except ClientGone:
+            log.info("dropped a request whose client left")
+            return
         except BadRequest as exc:
             self._error(400, str(exc), exc.code)
             return
