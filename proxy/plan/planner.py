@@ -8,8 +8,11 @@ is kept in ``plan.notes`` for the trace. The long-term memory is read only for t
 client ``scope`` names (a hash of its key); without one it is not read. Every plan's
 steps are then checked against their tools' preconditions, repaired or refused
 (:mod:`proxy.plan.preconditions`), whatever policy made it. A request the triage sorted
-as one call whose one tool is refused there (a count of a set no call has made) is
-decomposed after all: the triage took a chain for one call. A client key's tool scope
+as one call whose one tool is refused there (a count of a set no call has made), or
+that names two or more of that tool's operations (:mod:`proxy.plan.composition`), is
+decomposed after all: the triage took a chain for one call. A backtrack's re-plan
+(:meth:`RequestPlanner.replan`) chooses tools again for the sub-tasks already made,
+without asking the triage or the decomposition a second time. A client key's tool scope
 makes a planner of its own (:meth:`RequestPlanner.within`) whose candidate lists hold
 only the tools it allows, whose decomposition is shown only their categories, and whose
 memory examples are only the past paths along them (a path of the tenant's that went
