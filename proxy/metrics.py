@@ -105,6 +105,14 @@ CACHE_LOOKUPS = Counter(
     ["cache", "result"],
 )
 
+LEARNING_REBUILDS = Counter(
+    "toolgraph_learning_rebuilds_total",
+    "Rebuilds of a tenant's learned retrieval state, by outcome: swapped (in use), "
+    "rolled_back (worse on the tenant's held-out queries: the live state stays), "
+    "unchanged, unread (the learned store could not be read).",
+    ["outcome"],
+)
+
 
 def render() -> tuple[bytes, str]:
     """The exposition text of this process, or of all workers in multiprocess mode."""

@@ -229,7 +229,7 @@ async def _engine(
     stack.push_async_callback(executor.aclose)
     learner = open_learner(settings, redis)
     available = mcp.available if mcp else None
-    catalog = CatalogService(settings, encoders, store, available, learner.evidence)
+    catalog = CatalogService(settings, encoders, store, available, learner)
     stack.push_async_callback(catalog.aclose)
     stores = Stores.open(redis, settings.orchestrate)
     orchestrator = Orchestrator(settings, catalog, executor, router, upstreams, stores, learner)

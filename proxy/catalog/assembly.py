@@ -9,7 +9,7 @@ restart embeds none of them again. Runs in the loader's worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from graph_store.models import Tool
@@ -18,16 +18,12 @@ from proxy.catalog.loaded import Catalog
 from proxy.config import Settings
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
+    from proxy.learning.service import Learner
     from proxy.plan.memory import PlanMemory
-    from proxy.plan.trust import LiveEvidence
     from retriever.embedder import Encoder, Vectors
     from retriever.gate.catalog import CatalogGate
     from retriever.index import ToolIndex
     from retriever.snapshot import GateVectors
-
-
-#: A tenant's observed edge evidence (:meth:`proxy.learning.service.Learner.evidence`).
-Learned = Callable[[str], Awaitable["LiveEvidence | None"]]
 
 
 class Assembler:
@@ -35,10 +31,11 @@ class Assembler:
     cache that only grows, read by the gates it built, written only by the loader's
     thread)."""
 
-    def __init__(self, settings: Settings, learned: Learned | None = None) -> None:
-        """``learned``: what a plan reads of its tenant's observed edges (None: nothing)."""
+    def __init__(self, settings: Settings, learner: Learner | None = None) -> None:
+        """``learner``: what plans read of their tenant's traffic, its observed edges and
+        served queries (None: nothing)."""
         self._settings = settings
-        self._learned = learned
+        self._learner = learner
         self._gate_vectors: dict[str, Vectors] = {}
 
     def catalog(
@@ -63,8 +60,14 @@ class Assembler:
         finder = CandidateFinder(
             store, index, weights_from(planner), mode=planner.graph_mode, clauses=clauses
         )
-        learned = RequestPlanner(finder, remembered, planner, memory, self._learned)
-        return Catalog(store, learned, tools, gate)
+        learner, traffic = self._learner, None
+        if learner is not None and learner.options.retrieval:
+            from proxy.learning.retrieval import TrafficRetrieval
+
+            traffic = TrafficRetrieval(finder, remembered, learner).current
+        evidence = None if learner is None else learner.evidence
+        planning = RequestPlanner(finder, remembered, planner, memory, evidence, traffic=traffic)
+        return Catalog(store, planning, tools, gate)
 
     def catalog_of(
         self,

@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING
 
 from graph_store.models import Tool
 from graph_store.store import GraphStore, open_store
-from proxy.catalog.assembly import Assembler, Learned
+from proxy.catalog.assembly import Assembler
 from proxy.catalog.loaded import LoadedCatalog
 from proxy.catalog.packs import seed_packs
 from proxy.catalog.snapshot import Snapshots
 from proxy.config import Settings
 
 if TYPE_CHECKING:  # loaded with the catalog, so that passthrough never imports them
+    from proxy.learning.service import Learner
     from proxy.plan.memory import PlanMemory
     from retriever.embedder import Encoder
     from retriever.index import ToolIndex
@@ -65,11 +66,11 @@ class CatalogLoader:
         self,
         settings: Settings,
         available: Callable[[Tool], bool] | None,
-        learned: Learned | None = None,
+        learner: Learner | None = None,
     ) -> None:
         self._settings = settings
         self._available = available
-        self._assembler = Assembler(settings, learned)
+        self._assembler = Assembler(settings, learner)
         self._snapshots = Snapshots(settings, self._assembler, available)
 
     def open_store(self) -> GraphStore:

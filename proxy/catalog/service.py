@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from graph_store.errors import StoreUnavailable
 from graph_store.models import Tool
 from graph_store.store import GraphStore
-from proxy.catalog.assembly import Learned
 from proxy.catalog.loaded import Catalog, LoadedCatalog
 from proxy.catalog.loader import CatalogLoader, VectorStore
 from proxy.config import Settings
@@ -43,6 +42,7 @@ from proxy.encoder.service import EncoderService
 from proxy.errors import ToolgraphError
 
 if TYPE_CHECKING:
+    from proxy.learning.service import Learner
     from retriever.embedder import Encoder
 
 log = logging.getLogger(__name__)
@@ -67,12 +67,12 @@ class CatalogService:
         encoders: EncoderService,
         store: GraphStore | None = None,
         available: Callable[[Tool], bool] | None = None,
-        learned: Learned | None = None,
+        learner: Learner | None = None,
     ) -> None:
-        """``learned``: what plans read of their tenant's observed edges (None: nothing)."""
+        """``learner``: what plans read of their tenant's traffic (None: nothing)."""
         self._settings = settings
         self._encoders = encoders
-        self._loader = CatalogLoader(settings, available, learned)
+        self._loader = CatalogLoader(settings, available, learner)
         self.store = store
         self._vectors: VectorStore | None = None  # opened by the first full load
         self._loaded: LoadedCatalog | None = None

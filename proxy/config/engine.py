@@ -324,9 +324,11 @@ class LearningSettings(Section):
         default=False,
         description="Record what each orchestrated request's run shows (which tool's output fed "
         "which, and how that call went; each pick and the candidates it beat) and which "
-        "forwarded tools a select-mode reply called, per tenant, after the answer; and let the "
-        "planner's re-ranking read the tenant's observed edges. Off by default: on the replay "
-        "benchmark (docs/benchmarks.md) it does not meet its targets on every set.",
+        "forwarded tools a select-mode reply called, and which queries each kept tool served, "
+        "per tenant, after the answer; and let the planner's re-ranking read the tenant's "
+        "observed edges and the catalog search its served queries (`retrieval`). Off by "
+        "default: on the replay benchmarks (docs/benchmarks.md) it does not meet its targets "
+        "on every set.",
     )
     off_tenants: list[str] = Field(
         default_factory=list,
@@ -351,6 +353,25 @@ class LearningSettings(Section):
         gt=0,
         description="Tenants whose learned state is kept; past it the one updated longest ago "
         "is dropped whole.",
+    )
+    retrieval: bool = Field(
+        default=True,
+        description="While `enabled`: the catalog search (orchestrate mode's candidate lists) "
+        "adds to each tool's score a vote of the tenant's earlier queries the tool served "
+        "(k-NN over their vectors, rebuilt in the background and kept only when it does not "
+        "lower NDCG@5 on a held-out slice of the tenant's own traffic).",
+    )
+    retrieval_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="The most a tool's vote adds to its fused retrieval score (whose best "
+        "tool scores about 1): how far served queries can move a tool.",
+    )
+    retrieval_prior: float = Field(
+        default=4.0,
+        gt=0,
+        description="The votes of unseen traffic a tool's share is shrunk by: one or two "
+        "served queries move it a little, many similar ones far.",
     )
     refresh: float = Field(
         default=30.0,

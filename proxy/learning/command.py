@@ -84,4 +84,10 @@ def show(state: dict[str, Any]) -> str:
         f"  {s['tool']}: called {s['called']}, not called {s['not_called']}"
         for s in state["select"][:SHOWN]
     ]
+    served = state.get("served", [])
+    lines.append(f"{len(served)} served queries")
+    lines += [
+        f"  {s['tool']} <- {s['query']!r}: {s['succeeded']} ok, {s['failed']} failed"
+        for s in served[:SHOWN]
+    ]
     return "\n".join(lines)

@@ -9,9 +9,14 @@ A count is keyed ``(kind, a, b)`` and holds two numbers, ``(good, bad)``:
   candidate shown beside it; good when the chosen call succeeded, bad when it failed.
 * ``select``, ``(tool, "")``: a tool select mode forwarded; good when the model called
   it, bad when it did not.
+* ``served``, ``(tool, query)``: the sub-task text a kept tool served (the query its
+  candidate list was searched with); good when the call succeeded, bad when it failed.
+  Each candidate shown *above* a kept tool whose call succeeded is a weak negative for
+  that query (bad): retrieval preferred it, the plan did not. Read by retrieval
+  (:mod:`.traffic`).
 
-Names are masked as plan memory masks its texts (:func:`proxy.masking.mask_secrets`):
-select mode's tool names are the client's own words.
+Names and queries are masked as plan memory masks its texts
+(:func:`proxy.masking.mask_secrets`): select mode's tool names are the client's own words.
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ from typing import Literal
 
 from proxy.execute.scheduler import Outcome, PlanRun
 from proxy.masking import mask_secrets
-from proxy.plan.model import Plan
+from proxy.plan.model import Decision, Plan
 
-Kind = Literal["edge", "pick", "select"]
-KINDS: tuple[Kind, ...] = ("edge", "pick", "select")
+Kind = Literal["edge", "pick", "select", "served"]
+KINDS: tuple[Kind, ...] = ("edge", "pick", "select", "served")
 Key = tuple[Kind, str, str]
 #: (good, bad) observations.
 Count = tuple[int, int]
@@ -35,7 +40,8 @@ _BAD = frozenset({Outcome.FAILED, Outcome.TIMEOUT})
 
 
 def feedback_of_run(plan: Plan, run: PlanRun, secrets: Sequence[str] = ()) -> dict[Key, Count]:
-    """The counts one orchestrated run adds: its executed edges and its kept picks."""
+    """The counts one orchestrated run adds: its executed edges, its kept picks and the
+    queries its kept tools served."""
     counts: Counter[tuple[Key, bool]] = Counter()
     records = run.records
     for record in records.values():
@@ -57,7 +63,24 @@ def feedback_of_run(plan: Plan, run: PlanRun, secrets: Sequence[str] = ()) -> di
         for candidate in decision.candidates:
             if candidate.tool != chosen:
                 counts[(("pick", chosen, candidate.tool), verdict)] += 1
+        counts.update(_served(plan, decision, chosen, verdict))
     return _masked(counts, secrets)
+
+
+def _served(
+    plan: Plan, decision: Decision, chosen: str, verdict: bool
+) -> Counter[tuple[Key, bool]]:
+    """The query a kept tool served, and (when it succeeded) the tools shown above it."""
+    text = next((t.text for t in plan.subtasks if t.id == decision.subtask), "")
+    counts: Counter[tuple[Key, bool]] = Counter()
+    if not text:
+        return counts
+    counts[(("served", chosen, text), verdict)] += 1
+    shown = [c.tool for c in decision.candidates]
+    if verdict and chosen in shown:
+        for beaten in shown[: shown.index(chosen)]:
+            counts[(("served", beaten, text), False)] += 1
+    return counts
 
 
 def feedback_of_select(

@@ -46,6 +46,7 @@ class Learner:
         self._secrets = tuple(secrets)
         self._clock = clock
         self._read: OrderedDict[str, tuple[float, ObservedEdges | None]] = OrderedDict()
+        self._writes: OrderedDict[str, int] = OrderedDict()
         self._warned: float | None = None
 
     def enabled_for(self, tenant: str) -> bool:
@@ -72,6 +73,24 @@ class Learner:
         except StoreUnavailable as exc:
             self._warn(f"learned counts not kept ({exc.message})")
         self._read.pop(tenant, None)
+        self._writes[tenant] = self._writes.pop(tenant, 0) + 1
+        while len(self._writes) > self.options.max_tenants:
+            self._writes.popitem(last=False)
+
+    def writes(self, tenant: str) -> int:
+        """How many writes this process made to ``tenant``'s state (a change to read)."""
+        return self._writes.get(tenant, 0)
+
+    async def counts_of(self, tenant: str) -> dict[Key, Count] | None:
+        """``tenant``'s counts for a background update; None when it does not learn or the
+        store cannot be read."""
+        if not self.enabled_for(tenant):
+            return None
+        try:
+            return await self.store.counts(tenant)
+        except StoreUnavailable as exc:
+            self._warn(f"learned counts not read for retrieval ({exc.message})")
+            return None
 
     async def evidence(self, tenant: str) -> ObservedEdges | None:
         """``tenant``'s observed edges for its plans; None when it has none, learning is
@@ -128,6 +147,7 @@ class Learner:
         """Forget ``tenant``'s learned state; how many counts it held."""
         gone = await self.store.reset(tenant)
         self._read.pop(tenant, None)
+        self._writes[tenant] = self._writes.pop(tenant, 0) + 1
         return gone
 
     def _warn(self, message: str) -> None:
@@ -142,11 +162,14 @@ def state_json(tenant: str, counts: Mapping[Key, Count], enabled: bool) -> dict[
     edges: list[JsonValue] = []
     picks: list[JsonValue] = []
     select: list[JsonValue] = []
+    served: list[JsonValue] = []
     for (kind, a, b), (good, bad) in _most_seen(counts):
         if kind == "edge":
             edges.append({"source": a, "target": b, "succeeded": good, "failed": bad})
         elif kind == "pick":
             picks.append({"chosen": a, "beaten": b, "succeeded": good, "failed": bad})
+        elif kind == "served":
+            served.append({"tool": a, "query": b, "succeeded": good, "failed": bad})
         else:
             select.append({"tool": a, "called": good, "not_called": bad})
     return {
@@ -156,6 +179,7 @@ def state_json(tenant: str, counts: Mapping[Key, Count], enabled: bool) -> dict[
         "edges": edges,
         "picks": picks,
         "select": select,
+        "served": served,
     }
 
 

@@ -40,7 +40,7 @@ from proxy import metrics
 from proxy.config import PlannerProfile, PlannerSettings
 from proxy.errors import ToolgraphError
 from proxy.llm import ChatModel, MeteredModel, metered
-from proxy.plan.candidates import CandidateFinder
+from proxy.plan.candidates import CandidateFinder, TrafficVotes
 from proxy.plan.composition import operations_named
 from proxy.plan.decompose import decompose
 from proxy.plan.model import Plan, SubTask
@@ -78,8 +78,11 @@ class RequestPlanner:
         learned: Callable[[str], Awaitable[LiveEvidence | None]] | None = None,
         categories: Sequence[str] | None = None,
         tools: frozenset[str] | None = None,
+        traffic: Callable[[str], TrafficVotes | None] | None = None,
     ) -> None:
         """``learned``: a client scope's observed edge evidence (None: none for it).
+        ``traffic``: a client scope's served queries for retrieval (a read that computes
+        nothing: :meth:`proxy.learning.retrieval.TrafficRetrieval.current`).
         ``categories``: the ones a decomposition may name (a scoped planner's: those of
         its tools); None: the catalog's. ``tools``: the names a memory example's path
         may hold (a scoped planner's); None: any."""
@@ -88,6 +91,7 @@ class RequestPlanner:
         self.config = config
         self.memory = memory
         self.learned = learned
+        self.traffic = traffic
         self._only_categories = None if categories is None else list(categories)
         self._only_tools = tools
         self._scoped: OrderedDict[str, RequestPlanner] = OrderedDict()
@@ -115,6 +119,7 @@ class RequestPlanner:
                 self.learned,
                 sorted({doc.category for doc in reached}),
                 frozenset(doc.name for doc in reached),
+                self.traffic,
             )
             with self._lock:
                 self._scoped[key] = held
@@ -193,14 +198,19 @@ class RequestPlanner:
             return Plan([], {}, "none", notes=[f"no plan: the catalog is unavailable: {exc}"])
 
     async def _learned_by(self, scope: str | None) -> RequestPlanner:
-        """This planner, its finder re-ranking with ``scope``'s learned evidence if any."""
-        if self.learned is None or scope is None:
+        """This planner, its finder re-ranking with ``scope``'s learned evidence and
+        searching with its served queries, if any."""
+        if scope is None:
             return self
-        live = await self.learned(scope)
-        if live is None:
+        live = None if self.learned is None else await self.learned(scope)
+        served = None if self.traffic is None else self.traffic(scope)
+        if live is None and served is None:
             return self
         planner = copy.copy(self)
-        planner.finder = self.finder.learned(live)
+        if live is not None:
+            planner.finder = planner.finder.learned(live)
+        if served is not None:
+            planner.finder = planner.finder.with_traffic(served)
         return planner
 
     async def _plan(

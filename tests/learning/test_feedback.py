@@ -1,6 +1,7 @@
 """What a run teaches: each executed edge with the outcome of the call it fed, each kept
-pick over the candidates beside it, select mode's forwarded tools called or not; names
-masked as plan memory masks its texts."""
+pick over the candidates beside it, the query each kept tool served (and the tools shown
+above it, as weak negatives), select mode's forwarded tools called or not; names and
+queries masked as plan memory masks its texts."""
 
 from __future__ import annotations
 
@@ -38,6 +39,24 @@ def test_edges_count_the_outcome_of_the_call_a_success_fed() -> None:
         ("edge", "search", "book"): (0, 1),  # fed by a success, failed
         ("pick", "search", "lookup"): (1, 0),
         ("pick", "book", "reserve"): (0, 1),  # the kept pick, not the one given up
+        ("served", "search", "find"): (1, 0),
+        ("served", "book", "book"): (0, 1),  # failed: no negative for what was above it
+    }
+
+
+def test_a_served_query_counts_for_its_tool_and_against_the_tools_shown_above_it() -> None:
+    token = "sk-live-0123456789abcdef"
+    text = f"convert 20 euros with key {token}"
+    plan = Plan([SubTask(id="s1", text=text)], {"s1": "convert"}, "graph")
+    shown = [candidate("rate"), candidate("quote"), candidate("convert"), candidate("stock")]
+    plan.decisions = [Decision("s1", shown, "convert", "best")]
+    run = PlanRun({"s1": CallRecord(PlanNode(id="s1", tool="convert"), Outcome.OK)})
+    masked = "convert 20 euros with key ***"
+    served = {k: v for k, v in feedback_of_run(plan, run).items() if k[0] == "served"}
+    assert served == {
+        ("served", "convert", masked): (1, 0),
+        ("served", "rate", masked): (0, 1),
+        ("served", "quote", masked): (0, 1),
     }
 
 

@@ -79,6 +79,8 @@ def test_a_run_teaches_its_tenant_alone_which_the_admin_api_exports_and_resets(
     mine, other = tenant_of(KEY_A), tenant_of(KEY_B)
     state = learned(proxy, mine, 1)
     assert state["edges"] == [{**EDGE, "succeeded": 1, "failed": 0}]
+    served = {(s["tool"], s["succeeded"]) for s in state["served"]}
+    assert {(EDGE["source"], 1), (EDGE["target"], 1)} <= served  # the queries they served
     assert state["enabled"] is True
     assert admin(proxy, "GET", f"/{other}").json()["edges"] == []
     # the console's tool page shows the asking client's learned edges, and no other's
@@ -98,7 +100,8 @@ def test_a_run_teaches_its_tenant_alone_which_the_admin_api_exports_and_resets(
     assert main(["learning", "show", mine, "--proxy", proxy.url]) == 0
     assert "calculate_derivative -> evaluate_expression: 1 ok, 0 failed" in capsys.readouterr().out
     reset = admin(proxy, "DELETE", f"/{mine}").json()
-    assert (reset["deleted"], reset["counts"]) == (True, len(state["edges"]) + len(state["picks"]))
+    held = len(state["edges"]) + len(state["picks"]) + len(state["served"])
+    assert (reset["deleted"], reset["counts"]) == (True, held)
     assert admin(proxy, "GET", f"/{mine}").json()["edges"] == []
 
 

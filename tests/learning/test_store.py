@@ -109,3 +109,15 @@ async def test_a_redis_that_cannot_be_reached_is_a_store_error() -> None:
     with pytest.raises(StoreUnavailable):
         await store.counts(tenant())
     await client.aclose()
+
+
+async def test_a_served_query_keeps_its_text_whole(opened: Open) -> None:
+    store, who = opened(), tenant()
+    text = "where is my parcel? (order 12, ünïcode) \x1f and a separator"
+    await store.add(who, {("served", "track", text): (1, 0), ("served", "rate", text): (0, 1)})
+    await store.add(who, {("served", "track", text): (2, 0)})
+    kept = text.replace("\x1f", " ")
+    assert await store.counts(who) == {
+        ("served", "track", kept): (3, 0),
+        ("served", "rate", kept): (0, 1),
+    }
