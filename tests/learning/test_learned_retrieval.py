@@ -162,3 +162,29 @@ async def test_learning_off_reads_nothing_and_builds_nothing(
         await learner.store.add("a", served(PARCELS, SERVING))
         assert traffic.current("a") is None
         assert not traffic._running
+
+
+async def test_the_planner_searches_with_the_asking_tenants_served_queries(
+    dataset: Dataset, index: ToolIndex, encoder: Encoder
+) -> None:
+    from proxy.config import PlannerSettings
+    from proxy.plan.planner import RequestPlanner
+
+    states = {"a": state_of(encoder, PARCELS, SERVING)}
+    finder = CandidateFinder(dataset.store, index, mode="rerank")
+    planner = RequestPlanner(
+        finder,
+        encoder,
+        PlannerSettings(policy="graph", top_k=5),
+        traffic=states.get,  # type: ignore[arg-type]
+    )
+
+    async def offered(scope: str | None) -> list[str]:
+        plan = await planner.plan(ASKED, None, scope)
+        (decision,) = [d for d in plan.decisions if d.candidates]
+        return [c.tool for c in decision.candidates]
+
+    today = await offered(None)
+    assert (await offered("a"))[0] == SERVING
+    assert await offered("b") == today
+    assert today[0] != SERVING
