@@ -3,8 +3,9 @@
 ``--data`` holds one ``{"query": str, "needs_tool": bool}`` per line, ``--tools`` the
 catalog those labels are relative to: a JSON list of ``{"name", "description"}``.
 The gate decides at a shipped threshold (``--at``: the balanced one orchestrate mode
-uses, or the confident one it uses when the planner triages); nothing is fitted on the
-file scored.
+uses, or the confident one it uses when the planner triages), and, for a gate file that
+has one, at the catalog's cutoff (``retriever/gate/cutoff.py``); ``--weights`` scores
+another gate file than the shipped one. Nothing is fitted on the file scored.
 Precision, recall and F1 are those of "needs a tool".
 """
 
@@ -51,6 +52,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     gate.add_argument("--at", choices=("balanced", "confident"), default="balanced",
                       help="the shipped threshold to decide at: balanced (orchestrate mode's), "
                       "confident (its refusal edge when the planner triages)")  # fmt: skip
+    gate.add_argument("--weights", type=Path,
+                      help="a gate file to score instead of the shipped one")  # fmt: skip
     gate.add_argument("--json", type=Path, help="write the scores here as JSON")
     gate.add_argument("--quiet", action="store_true", help="no progress")
 
@@ -64,12 +67,14 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         print(f"toolgraph: {exc}", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    predicted, threshold = decide(rows, tools, settings, progress=not args.quiet, at=args.at)
+    predicted, threshold, cutoff = decide(
+        rows, tools, settings, progress=not args.quiet, at=args.at, weights=args.weights
+    )
     scores = score([row.needs_tool for row in rows], predicted)
     took = time.perf_counter() - started
     print(
         f"{len(rows)} requests, {len(tools)} tools, threshold {threshold:.2f} "
-        f"(shipped, {args.at}), "
+        f"({args.weights or 'shipped'}, {args.at}), catalog cutoff {cutoff:.2f}, "
         f"{took:.1f} s",
         file=out,
     )
@@ -86,15 +91,17 @@ def decide(
     settings: Settings,
     progress: bool,
     at: ThresholdChoice = "balanced",
-) -> tuple[list[bool], float]:
-    """The shipped gate's decision for every row, against ``tools``, and the threshold it
-    decided at (``at``: one of the shipped weights' own, never fitted here)."""
+    weights: Path | None = None,
+) -> tuple[list[bool], float, float]:
+    """The gate's decision for every row, against ``tools``, the threshold it decided at
+    (``at``: one of the gate file's own, never fitted here; ``weights``: that file, None
+    for the shipped one) and the catalog's cutoff (retriever/gate/cutoff.py; 0: none)."""
     from retriever.embedder import load_encoder
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
-    from retriever.gate.model import load_gate
+    from retriever.gate.model import WEIGHTS, load_gate
 
-    gate = load_gate(at=at)
+    gate = load_gate(weights or WEIGHTS, at=at)
     encoder = load_encoder(gate.encoder_config(settings.retriever))
     documents = [gate_document(function_fields(tool, tool["name"])) for tool in tools]
     catalog = CatalogGate(gate, encoder, documents)
@@ -103,12 +110,12 @@ def decide(
         batch = [row.query for row in rows[start : start + BATCH]]
         vectors = encoder.encode([query or " " for query in batch])
         for query, vector in zip(batch, vectors, strict=True):
-            decisions.append(catalog.gate.decide(vector, query, catalog.view).needs_tool)
+            decisions.append(catalog.decide_vector(vector, query).needs_tool)
         if progress:
             print(f"\rgate: {len(decisions)}/{len(rows)}", end="", file=sys.stderr, flush=True)
     if progress:
         print(file=sys.stderr)
-    return decisions, gate.threshold
+    return decisions, gate.threshold, catalog.cutoff if gate.cuts else 0.0
 
 
 def score(gold: list[bool], predicted: list[bool]) -> dict[str, float]:

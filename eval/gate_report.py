@@ -34,6 +34,7 @@ from typing import Any, get_args
 import numpy as np
 import numpy.typing as npt
 
+from eval.data_folder import dataset
 from eval.gate import score
 from retriever.gate.data import SOURCES
 from retriever.gate.model import EncoderChoice
@@ -44,9 +45,11 @@ from retriever.gate.train import (
     Design,
     Options,
     choose_threshold,
-    held_out_scores,
+    held_out_gate,
     load_design,
     progress,
+    row_thresholds,
+    scores,
 )
 
 RESULTS = Path("eval/results/gate.json")
@@ -64,6 +67,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="the gate without the query's vector (7 inputs)")  # fmt: skip
     parser.add_argument("--augmented-weight", type=float, default=Options.augmented_weight,
                         help="weight of the made 'no tool' rows (0: none)")  # fmt: skip
+    parser.add_argument("--no-coverage", action="store_true",
+                        help="without the catalog's background (gate/background.py)")  # fmt: skip
+    parser.add_argument("--no-broad", action="store_true",
+                        help="without the rows against broad catalogs (gate/broad.py)")  # fmt: skip
+    parser.add_argument("--no-cutoff", action="store_true",
+                        help="without the catalog's cutoff (gate/cutoff.py)")  # fmt: skip
+    parser.add_argument("--sources", default="",
+                        help="the sources to hold out, comma-separated (default: all)")  # fmt: skip
+    parser.add_argument("--broad", type=Path, nargs="?", const=dataset("toolbench_stable"),
+                        help="also score each 'no tool' source's gate on broad catalogs of "
+                        "this unseen set (eval.gate_broad; default toolbench_stable)")  # fmt: skip
     parser.add_argument("--encoder", choices=get_args(EncoderChoice), default="bundled",
                         help="the encoder the gates read (retriever.gate.model)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1,
@@ -80,26 +94,36 @@ def main(argv: list[str] | None = None) -> int:
         steps=args.steps,
         query_vector=not args.scalars_only,
         augmented_weight=args.augmented_weight,
+        coverage=not args.no_coverage,
+        broad=not args.no_broad,
+        cutoff=not args.no_cutoff,
     )
     report: dict[str, Any] = {"options": options.__dict__, "sources": {}}
     real = data.real()
-    jobs = [(data, source, options, encoder) for source in SOURCES]
+    sources = [s for s in SOURCES if not args.sources or s in args.sources.split(",")]
+    tests = broad_designs(args.data, args.broad) if args.broad else {}
+    jobs = [(data, source, options, encoder, tests.get(source)) for source in sources]
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("fork")) as pool:
-        held = dict(zip(SOURCES, pool.map(_held_out, jobs), strict=True))
-    for source in SOURCES:
-        probability, thresholds, seconds = held[source]
+        held = dict(zip(sources, pool.map(_held_out, jobs), strict=True))
+    for source in sources:
+        probability, thresholds, at, seconds, broad = held[source]
         rows = real.subset(real.sources == source)
         report["sources"][source] = {
             "rows": len(rows),
             "needs_tool": int(rows.labels.sum()),
-            "gate": _scores(rows, probability, thresholds[SHIPPED_RULE]),
+            "gate": {
+                **_scores(rows, probability, thresholds[SHIPPED_RULE], at),
+                "bank_quantile": thresholds.get("bank_quantile"),
+            },
+            "gate_without_cutoff": _scores(rows, probability, thresholds[SHIPPED_RULE]),
             "gate_confident": _scores(rows, probability, thresholds["confident"]),
             "gate_cautious98": _scores(rows, probability, thresholds["recall98"]),
             "gate_accuracy_rule": _scores(rows, probability, thresholds["accuracy"]),
             "gate_cost2": _scores(rows, probability, thresholds["cost"]),
             "max_cosine": _baseline(real, source),
             **({"previous": _previous(args.previous, rows)} if args.previous else {}),
-            "by_category": _by_category(real, source, probability >= thresholds[SHIPPED_RULE]),
+            "by_category": _by_category(real, source, probability >= at),
+            **({"broad": broad} if broad else {}),
             "seconds": seconds,
         }
         print(source, json.dumps(report["sources"][source]["gate"]), flush=True)
@@ -113,20 +137,61 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _held_out(
-    job: tuple[Design, str, Options, str],
-) -> tuple[Array, dict[str, float], float]:
-    """One held-out source's scores and thresholds (:func:`held_out_scores`), and seconds."""
-    data, source, options, encoder = job
+    job: tuple[Design, str, Options, str, Design | None],
+) -> tuple[Array, dict[str, float], Array, float, dict[str, Any] | None]:
+    """One held-out source's scores, thresholds (:func:`held_out_gate`; its cutoff's
+    quantile as ``bank_quantile``) and each row's threshold at the shipped rule, seconds,
+    and its gate's scores on the broad test (:mod:`eval.gate_broad`) where there is one."""
+    data, source, options, encoder, test = job
     progress(f"holding out {source}")
     started = time.perf_counter()
-    probability, thresholds = held_out_scores(data, source, options, encoder, progress)
-    return probability, thresholds, round(time.perf_counter() - started, 1)
+    gate, thresholds = held_out_gate(data, source, options, encoder, progress)
+    thresholds = {**thresholds, "bank_quantile": gate.spec.bank_quantile or 0.0}
+    held = data.real()
+    rows = held.subset(held.sources == source)
+    probability = scores(gate, rows)
+    at = row_thresholds(gate, rows, thresholds[SHIPPED_RULE])
+    broad = None
+    if test is not None:
+        tested = scores(gate, test)
+        cut = row_thresholds(gate, test, thresholds[SHIPPED_RULE])
+        broad = {
+            **_scores(test, tested, thresholds[SHIPPED_RULE], cut),
+            "no_tool_right": round(float(np.mean(tested[~test.labels] < cut[~test.labels])), 4),
+            "without_cutoff": _scores(test, tested, thresholds[SHIPPED_RULE]),
+        }
+    return probability, thresholds, at, round(time.perf_counter() - started, 1), broad
 
 
-def _scores(rows: Design, probability: Array, threshold: float) -> dict[str, float | None]:
+def broad_designs(root: Path, folder: Path) -> dict[str, Design]:
+    """The broad test of each "no tool" source (:mod:`eval.gate_broad`) as features."""
+    from eval.gate_broad import NO_TOOL, broad_catalogs, broad_rows
+    from retriever.config import RetrieverConfig
+    from retriever.embedder import load_encoder
+    from retriever.gate.background import BANK, bank_texts
+    from retriever.gate.data import load_rows
+    from retriever.gate.model import gate_encoder_config
+    from retriever.gate.train import design
+    from retriever.gate.vectors import CACHE, cached_vectors
+
+    rows = load_rows(root, seed=Options.seed)
+    catalogs = broad_catalogs(folder)
+    tests = {s: broad_rows(catalogs, [r for r in rows if r.source == s]) for s in NO_TOOL}
+    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto")))
+    texts = [text for test in tests.values() for r in test for text in (r.query, *r.catalog)]
+    vectors = cached_vectors(encoder, texts, CACHE)
+    bank = BANK.of(encoder)
+    return {s: design(test, vectors, bank, bank_texts()) for s, test in tests.items()}
+
+
+def _scores(
+    rows: Design, probability: Array, threshold: float, at: Array | None = None
+) -> dict[str, float | None]:
+    """The scores at ``threshold``, or at each row's own (``at``: the threshold raised to
+    its catalog's cutoff)."""
     gold = rows.labels.tolist()
     result: dict[str, float | None] = {
-        **score(gold, (probability >= threshold).tolist()),
+        **score(gold, (probability >= (threshold if at is None else at)).tolist()),
         "threshold": threshold,
         "auc": auc(rows.labels, probability),
     }
@@ -201,7 +266,7 @@ def latency(repeats: int = 200) -> dict[str, float]:
         started = time.perf_counter()
         vector = encoder.encode([query])[0]
         middle = time.perf_counter()
-        gate.gate.decide(vector, query, gate.view)
+        gate.decide_vector(vector, query)
         ended = time.perf_counter()
         whole.append((ended - started) * 1000)
         model.append((ended - middle) * 1000)

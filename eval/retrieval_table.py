@@ -263,16 +263,19 @@ def plot(report: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def unseen_gate(sets: Sequence[Set], size: int = 200) -> dict[str, dict[str, float]]:
+def unseen_gate(
+    sets: Sequence[Set], size: int = 200, weights: Path | None = None
+) -> dict[str, dict[str, float]]:
     """The shipped gate (balanced threshold) on each unseen set, as its left-out rows are
     made for the retrieval sets (``retriever.gate.retrieval_rows``): every query against a
     catalog of its gold tools filled with the set's others up to ``size`` ("needs a
-    tool"), and again against the next set's catalog ("needs none")."""
+    tool"), and again against the next set's catalog ("needs none"). ``weights``: another
+    gate file than the shipped one."""
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
-    from retriever.gate.model import load_gate
+    from retriever.gate.model import WEIGHTS, load_gate
 
-    gate = load_gate()
+    gate = load_gate(weights or WEIGHTS)
     encoder = load_encoder(gate.encoder_config(RetrieverConfig()))
     catalogs = []
     for data in sets:
@@ -288,7 +291,7 @@ def unseen_gate(sets: Sequence[Set], size: int = 200) -> dict[str, dict[str, flo
         scores: list[float] = []
         for own, needs in ((catalogs[i], True), (catalogs[(i + 1) % len(sets)], False)):
             for text, vector in zip(data.query_texts, vectors, strict=True):
-                decision = gate.decide(vector, text, own.view)
+                decision = own.decide_vector(vector, text)
                 labels.append(needs)
                 said.append(decision.needs_tool)
                 scores.append(decision.score)
@@ -378,6 +381,9 @@ def main() -> None:
     parser.add_argument(
         "--gate-unseen", action="store_true", help="the gate on the unseen sets alone, then stop"
     )
+    parser.add_argument(
+        "--gate-weights", type=Path, help="with --gate-unseen: a gate file other than the shipped"
+    )
     args = parser.parse_args()
     report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
     if args.plot:
@@ -388,7 +394,7 @@ def main() -> None:
         return
     if args.gate_unseen:
         unseen = [unseen_set(f, args.distractors, args.queries) for f in args.unseen]
-        for name, found in unseen_gate(unseen).items():
+        for name, found in unseen_gate(unseen, weights=args.gate_weights).items():
             print(name, found, flush=True)
             report.setdefault(f"unseen:{name}", {})["gate"] = {
                 **found,

@@ -40,6 +40,7 @@ from retriever.errors import InvalidTools, ModelNotFound
 
 if TYPE_CHECKING:
     from retriever.batching import BatchingEmbedder
+    from retriever.gate.catalog import CatalogMemory
     from retriever.gate.model import Gate
     from retriever.select import Selection
 
@@ -59,6 +60,7 @@ class SelectService:
         self._config = config
         self._encoders = encoders
         self._gate: tuple[Gate, BatchingEmbedder] | None = None  # loaded on first use
+        self._gate_memory: CatalogMemory | None = None  # the tool lists sent lately
         self._lock = asyncio.Lock()
         self._loaded = LoadedTools.open(redis, config)
 
@@ -182,7 +184,7 @@ class SelectService:
         """The no-tool gate (``toolgraph.gate``) on the client's tools."""
         from retriever.conversation import conversation_query
         from retriever.documents import function_fields
-        from retriever.gate.catalog import decide_for_tools
+        from retriever.gate.catalog import CatalogMemory, decide_for_tools
         from retriever.gate.features import gate_document
         from retriever.select import check_tools
 
@@ -193,7 +195,9 @@ class SelectService:
         gate, embedder = await self._gate_parts()
         documents = [gate_document(function_fields(spec, name)) for name, spec in functions]
         query = conversation_query(body["messages"], self._config.query_turns)
-        decision = await decide_for_tools(gate, embedder, documents, query)
+        if self._gate_memory is None:
+            self._gate_memory = CatalogMemory()
+        decision = await decide_for_tools(gate, embedder, documents, query, self._gate_memory)
         log.info("select: gate %s (score %.4f)", decision.label, decision.score)
         return decision.needs_tool
 

@@ -21,9 +21,10 @@ from retriever.gate.train import (
     RULES,
     SHIPPED_RULE,
     Options,
+    choose_bank_quantile,
     fit,
+    judged_out_of_source,
     load_design,
-    out_of_source,
     progress,
 )
 from retriever.gate.vectors import CACHE
@@ -31,7 +32,7 @@ from retriever.gate.vectors import CACHE
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m retriever.gate", description=__doc__)
-    parser.add_argument("--data", type=Path, required=True, help="the train/ folder")
+    parser.add_argument("--data", type=Path, help="the train/ folder")
     parser.add_argument("--out", type=Path, default=WEIGHTS, help="where weights.json goes")
     parser.add_argument("--cache", type=Path, default=CACHE, help="text vectors (gitignored)")
     parser.add_argument("--seed", type=int, default=13)
@@ -40,19 +41,42 @@ def main(argv: list[str] | None = None) -> int:
                         "retriever's default encoder, adapter included")  # fmt: skip
     parser.add_argument("--scalars-only", action="store_true",
                         help="without the query's vector (measured, not shipped)")  # fmt: skip
+    parser.add_argument("--no-coverage", action="store_true",
+                        help="without the catalog's background (gate/background.py)")  # fmt: skip
+    parser.add_argument("--no-broad", action="store_true",
+                        help="without the rows against broad catalogs (gate/broad.py)")  # fmt: skip
+    parser.add_argument("--no-cutoff", action="store_true",
+                        help="without the catalog's cutoff (gate/cutoff.py)")  # fmt: skip
+    parser.add_argument("--bank", action="store_true",
+                        help="only embed bank.txt into bank.npz (the background bank)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.bank:
+        return write_bank_file()
+    if args.data is None:
+        parser.error("--data is required")
     started = time.perf_counter()
     data, encoder = load_design(args.data, args.cache, args.seed, args.encoder)
-    options = Options(seed=args.seed, query_vector=not args.scalars_only)
-    predicted = out_of_source(data, options, encoder, progress)
+    options = Options(
+        seed=args.seed,
+        query_vector=not args.scalars_only,
+        coverage=not args.no_coverage,
+        broad=not args.no_broad,
+        cutoff=not args.no_cutoff,
+    )
+    judged, predicted, cuts = judged_out_of_source(data, options, encoder, progress)
     progress("fitting on every source")
     gate = fit(data, options, encoder, sorted(set(data.sources.tolist())))
-    thresholds = {name: rule(predicted, data.real()) for name, rule in RULES.items()}
-    progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE})")
+    real = ~judged.augmented
+    thresholds = {name: rule(predicted[real], judged.subset(real)) for name, rule in RULES.items()}
+    quantile = 0.0
+    if options.cutoff:
+        quantile = choose_bank_quantile(predicted, cuts, judged, thresholds[SHIPPED_RULE])
+    progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE}), cutoff {quantile}")
     chosen = {
         "threshold": thresholds[SHIPPED_RULE],
         "confident_threshold": min(thresholds["confident"], thresholds[SHIPPED_RULE]),
         "opt_in_threshold": thresholds[SHIPPED_RULE],
+        "bank_quantile": quantile or None,
         "encoder_choice": args.encoder,
     }
     spec = gate.spec.model_copy(update=chosen)
@@ -60,6 +84,17 @@ def main(argv: list[str] | None = None) -> int:
     took = time.perf_counter() - started
     size = args.out.stat().st_size
     print(f"wrote {args.out} ({size:,} bytes, threshold {spec.threshold}) in {took:.0f} s")
+    return 0
+
+
+def write_bank_file() -> int:
+    from retriever.config import RetrieverConfig
+    from retriever.embedder import load_encoder
+    from retriever.gate.background import BANK_VECTORS, write_bank
+    from retriever.gate.model import gate_encoder_config
+
+    write_bank(load_encoder(gate_encoder_config(RetrieverConfig(device="cpu"))))
+    print(f"wrote {BANK_VECTORS} ({BANK_VECTORS.stat().st_size:,} bytes)")
     return 0
 
 

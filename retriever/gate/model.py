@@ -26,10 +26,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from retriever.config import RetrieverConfig
 from retriever.embedder import Vectors, bundled_model_path
 from retriever.errors import ModelNotFound
+from retriever.gate.background import COVERAGE
 from retriever.gate.features import SCALARS, CatalogView, scalar_features
 
 #: The shipped weights, next to this module.
 WEIGHTS = Path(__file__).with_name("weights.json")
+#: A gate that also reads the catalog's background and cutoff (``background.py``,
+#: ``cutoff.py``): measured, not the default (retriever/gate/README.md says why).
+COVERAGE_WEIGHTS = Path(__file__).with_name("weights_coverage.json")
 
 Array = npt.NDArray[np.float64]
 #: Which encoder a gate reads: the bundled MiniLM without adapter, or the retriever's
@@ -64,6 +68,10 @@ class GateFile(BaseModel):
     #: Select mode's opt-in gate (``toolgraph.gate``): the best mean-accuracy rule's, since
     #: the client asked to have its tools dropped when none serves.
     opt_in_threshold: float = Field(ge=0, le=1)
+    #: The catalog's cutoff (:mod:`~retriever.gate.cutoff`): at its balanced or opt-in
+    #: threshold a request needs a tool only if it also scores this quantile of the bank's
+    #: requests against the same catalog. None: no cutoff (the threshold alone).
+    bank_quantile: float | None = Field(default=None, gt=0, lt=1)
     trained_on: list[str]
     seed: int
 
@@ -80,13 +88,26 @@ class Decision:
         return "tool" if self.needs_tool else "no_tool"
 
 
+#: The scalar lists a gate may read: the base ones, or those and the coverage ones.
+READABLE = (list(SCALARS), [*SCALARS, *COVERAGE])
+
+
 class Gate:
     """A loaded gate; :meth:`decide` is pure numpy (a few microseconds)."""
 
-    def __init__(self, spec: GateFile, threshold: float | None = None) -> None:
-        if spec.scalars != list(SCALARS):
-            raise ModelNotFound(f"gate weights read features {spec.scalars}, not {list(SCALARS)}")
+    def __init__(
+        self, spec: GateFile, threshold: float | None = None, *, cutoff: bool = True
+    ) -> None:
+        """``cutoff``: whether the catalog's cutoff applies at ``threshold`` (not at the
+        confident one, where the planner's triage sorts the band)."""
+        if spec.scalars not in READABLE:
+            raise ModelNotFound(f"gate weights read features {spec.scalars}, not {READABLE}")
         self.spec = spec
+        #: Whether it reads the catalog's background (:mod:`~retriever.gate.background`):
+        #: its catalogs must then carry one.
+        self.reads_coverage = len(spec.scalars) > len(SCALARS)
+        #: Whether its decisions read a catalog's cutoff (:mod:`~retriever.gate.cutoff`).
+        self.cuts = cutoff and spec.bank_quantile is not None
         self.threshold = spec.threshold if threshold is None else threshold
         self._mean = np.asarray(spec.mean)
         self._scale = np.asarray(spec.scale)
@@ -101,8 +122,10 @@ class Gate:
         return gate_encoder_config(config, self.spec.encoder_choice)
 
     def probability(self, scalars: Array, query_vectors: Array) -> Array:
-        """Batched: one row of :data:`SCALARS` and one query vector per request."""
-        hidden = np.hstack([(scalars - self._mean) / self._scale, query_vectors])
+        """Batched: one row of scalars and one query vector per request (columns past
+        those this gate reads are ignored: a design's coverage scalars, say)."""
+        read = scalars[:, : len(self._mean)]
+        hidden = np.hstack([(read - self._mean) / self._scale, query_vectors])
         for weight, bias in self._layers[:-1]:
             hidden = np.maximum(hidden @ weight + bias, 0.0)
         weight, bias = self._layers[-1]
@@ -116,13 +139,18 @@ class Gate:
         query_text: str,
         catalog: CatalogView,
         threshold: float | None = None,
+        cutoff: float = 0.0,
     ) -> Decision:
         """Whether ``catalog`` holds a tool for the request, at ``threshold`` (None: this
-        gate's own)."""
+        gate's own, raised to ``cutoff``, the catalog's, where this gate :attr:`cuts`)."""
         if not len(catalog):
             return Decision(False, 0.0)
         at = self.threshold if threshold is None else threshold
-        scalars = scalar_features(query_vector, query_text, catalog)[None, :]
+        if threshold is None and self.cuts:
+            at = max(at, cutoff)
+        scalars = scalar_features(query_vector, query_text, catalog, coverage=self.reads_coverage)[
+            None, :
+        ]
         score = float(self.probability(scalars, query_vector.astype(np.float64)[None, :])[0])
         return Decision(score >= at, round(score, 4), at)
 
@@ -145,7 +173,7 @@ def load_gate(path: Path = WEIGHTS, *, at: ThresholdChoice = "balanced") -> Gate
         "confident": spec.confident_threshold,
         "opt_in": spec.opt_in_threshold,
     }
-    return Gate(spec, thresholds[at])
+    return Gate(spec, thresholds[at], cutoff=at != "confident")
 
 
 def gate_encoder_config(

@@ -51,7 +51,22 @@ def retrieval_catalogs(
     root: Path, seed: int
 ) -> dict[str, tuple[tuple[str, ...], list[tuple[str, str]]]]:
     """Each set's catalog (tool documents) and its drawn queries as ``(id, text)``."""
-    found = {}
+    return {source: (catalog, picked) for source, catalog, picked, _ in _drawn(root, seed)}
+
+
+def retrieval_gold(root: Path, seed: int) -> dict[tuple[str, str], tuple[str, ...]]:
+    """``(set, query id)`` of every drawn query → the documents of its gold tools."""
+    return {
+        (source, qid): documents
+        for source, _, _, gold in _drawn(root, seed)
+        for qid, documents in gold.items()
+    }
+
+
+def _drawn(
+    root: Path, seed: int
+) -> Iterator[tuple[str, tuple[str, ...], list[tuple[str, str]], dict[str, tuple[str, ...]]]]:
+    """Each set's catalog, its drawn queries and their gold tools' documents."""
     for source in RETRIEVAL_SOURCES:
         folder = root / source
         gold = _qrels(folder / "qrels" / "train.tsv")
@@ -66,8 +81,8 @@ def retrieval_catalogs(
         others = sorted(set(tools) - set(needed))
         draw.shuffle(others)
         chosen = needed + others[: max(0, CATALOG_SIZE - len(needed))]
-        found[source] = (tuple(tools[t] for t in sorted(chosen)), picked)
-    return found
+        golds = {qid: tuple(tools[t] for t in gold[qid] if t in tools) for qid, _ in picked}
+        yield source, tuple(tools[t] for t in sorted(chosen)), picked, golds
 
 
 def retrieval_rows(

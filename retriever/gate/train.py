@@ -25,9 +25,13 @@ import numpy.typing as npt
 from retriever.config import RetrieverConfig
 from retriever.embedder import Vectors, load_encoder
 from retriever.gate.augment import augmented
+from retriever.gate.background import BANK, COVERAGE, bank_texts
+from retriever.gate.broad import BROAD_NONE, BROAD_TOOL, broad_rows
+from retriever.gate.cutoff import QUANTILES, BankRows, cutoffs
 from retriever.gate.data import SOURCES, GateRow, load_rows
 from retriever.gate.features import SCALARS, CatalogView, scalar_features
 from retriever.gate.model import EncoderChoice, Gate, GateFile, Layer, gate_encoder_config
+from retriever.gate.retrieval_rows import retrieval_gold
 from retriever.gate.vectors import CACHE, cached_vectors
 
 Array = npt.NDArray[np.float64]
@@ -47,6 +51,9 @@ class Design:
     has_catalog: npt.NDArray[np.bool_]
     categories: npt.NDArray[np.str_]
     augmented: npt.NDArray[np.bool_]  # made by retriever.gate.augment: trained on, never scored
+    #: Each row's catalog, an index into ``bank`` (-1: none); None: no bank.
+    catalogs: npt.NDArray[np.int_] | None = None
+    bank: BankRows | None = None  # the bank's scalars against every catalog (shared)
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -60,11 +67,18 @@ class Design:
             self.has_catalog[mask],
             self.categories[mask],
             self.augmented[mask],
+            None if self.catalogs is None else self.catalogs[mask],
+            self.bank,
         )
 
     def real(self) -> Design:
         """The rows as the source gave them (what is scored)."""
         return self.subset(~self.augmented)
+
+    def judged(self) -> Design:
+        """The real rows and those against broad catalogs: what chooses the cutoff's
+        quantile (:func:`choose_bank_quantile`), the broad catalogs being where it acts."""
+        return self.subset(~self.augmented | np.isin(self.categories, (BROAD_TOOL, BROAD_NONE)))
 
 
 @dataclass(frozen=True)
@@ -80,19 +94,49 @@ class Options:
     #: Weight of a source's augmented "no tool" rows (retriever.gate.augment) in the loss,
     #: as a share of the source's own rows' (which sum to one); 0: not trained on.
     augmented_weight: float = 0.5
+    #: Read the catalog's background too (:data:`~retriever.gate.background.COVERAGE`).
+    coverage: bool = True
+    #: Train on the rows against broad catalogs (:mod:`~retriever.gate.broad`), their
+    #: weight a share of their source's own rows'.
+    broad: bool = True
+    broad_weight: float = 0.5
+    #: Choose the catalog's cutoff (:mod:`~retriever.gate.cutoff`) beside the thresholds.
+    cutoff: bool = True
+
+    @property
+    def scalars(self) -> list[str]:
+        """The scalars a gate fitted with these options reads."""
+        return [*SCALARS, *(COVERAGE if self.coverage else ())]
 
 
-def design(rows: Sequence[GateRow], vectors: dict[str, Vectors]) -> Design:
-    """Features of every row; ``vectors`` holds each query's and tool document's vector."""
+def design(
+    rows: Sequence[GateRow],
+    vectors: dict[str, Vectors],
+    bank: Vectors | None = None,
+    bank_texts: Sequence[str] = (),
+) -> Design:
+    """Features of every row; ``vectors`` holds each query's and tool document's vector.
+    With ``bank`` (the background bank's vectors) the coverage scalars follow the others;
+    with its ``bank_texts`` too, the bank's scalars against every catalog (the cutoffs')."""
     views: dict[tuple[str, ...], CatalogView] = {}
-    scalars = np.zeros((len(rows), len(SCALARS)))
+    ids: dict[tuple[str, ...], int] = {}
+    coverage = bank is not None
+    scalars = np.zeros((len(rows), len(SCALARS) + (len(COVERAGE) if coverage else 0)))
+    catalogs = np.full(len(rows), -1)
     for i, row in enumerate(rows):
         if not row.catalog:
             continue
         if row.catalog not in views:
             matrix = np.stack([vectors[text] for text in row.catalog])
-            views[row.catalog] = CatalogView.of(matrix, row.catalog)
-        scalars[i] = scalar_features(vectors[row.query], row.query, views[row.catalog])
+            ids[row.catalog] = len(views)
+            views[row.catalog] = CatalogView.of(matrix, row.catalog, bank)
+        catalogs[i] = ids[row.catalog]
+        scalars[i] = scalar_features(
+            vectors[row.query], row.query, views[row.catalog], coverage=coverage
+        )
+    rows_of_bank = None
+    if bank is not None and bank_texts:
+        rows_of_bank = BankRows.of(list(views.values()), bank, bank_texts)
     return Design(
         scalars,
         np.stack([vectors[row.query] for row in rows]).astype(np.float64),
@@ -101,18 +145,26 @@ def design(rows: Sequence[GateRow], vectors: dict[str, Vectors]) -> Design:
         np.array([bool(row.catalog) for row in rows]),
         np.array([row.category for row in rows]),
         np.array([row.augmented for row in rows], dtype=bool),
+        catalogs,
+        rows_of_bank,
     )
 
 
 def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str]) -> Gate:
     """A gate fitted on the rows with a catalog (threshold 0.5 until one is chosen)."""
-    data = data.subset(data.has_catalog & (~data.augmented | (options.augmented_weight > 0)))
-    mean = data.scalars.mean(axis=0)
-    scale = data.scalars.std(axis=0) + 1e-6
-    inputs = (data.scalars - mean) / scale
+    keep = data.has_catalog & (~data.augmented | (options.augmented_weight > 0))
+    if not options.broad:
+        keep &= ~np.isin(data.categories, (BROAD_TOOL, BROAD_NONE))
+    data = data.subset(keep)
+    read = data.scalars[:, : len(options.scalars)]
+    if read.shape[1] < len(options.scalars):
+        raise ValueError("the design holds no coverage scalars (load_design computes them)")
+    mean = read.mean(axis=0)
+    scale = read.std(axis=0) + 1e-6
+    inputs = (read - mean) / scale
     if options.query_vector:
         inputs = np.hstack([inputs, data.queries])
-    weights = _source_weights(data, options.augmented_weight)
+    weights = _source_weights(data, options.augmented_weight, options.broad_weight)
     layers = _train(inputs, data.labels.astype(np.float64), weights, options)
     if not options.query_vector:  # the query's inputs get no weight at all
         first, bias = layers[0]
@@ -120,7 +172,7 @@ def fit(data: Design, options: Options, encoder: str, trained_on: Sequence[str])
         layers[0] = (np.vstack([first, unread]), bias)
     spec = GateFile(
         encoder=encoder,
-        scalars=list(SCALARS),
+        scalars=options.scalars,
         mean=mean.tolist(),
         scale=scale.tolist(),
         layers=[Layer(weight=_rounded(w), bias=_rounded(b)) for w, b in layers],
@@ -200,6 +252,40 @@ def choose_recall_threshold(
     return 0.0
 
 
+def held_out_gate(
+    data: Design,
+    held_out: str,
+    options: Options,
+    encoder: str,
+    say: Callable[[str], None],
+) -> tuple[Gate, dict[str, float]]:
+    """A gate that never saw ``held_out`` (nor the sources sharing its questions), and
+    the thresholds of each rule (:data:`RULES`) chosen (nested, leaving each other source
+    out in turn, scoring its real rows) without it; with ``options.cutoff`` its
+    ``bank_quantile`` chosen the same way (:func:`choose_bank_quantile`)."""
+    train_sources = [s for s in _present(data) if s not in OVERLAPS.get(held_out, (held_out,))]
+    training = data.subset(np.isin(data.sources, train_sources))
+    judged, inner, cuts = judged_out_of_source(training, options, encoder, say, f"  {held_out}: ")
+    real = ~judged.augmented
+    thresholds = {name: rule(inner[real], judged.subset(real)) for name, rule in RULES.items()}
+    gate = fit(training, options, encoder, train_sources)
+    if options.cutoff and training.bank is not None:
+        quantile = choose_bank_quantile(inner, cuts, judged, thresholds[SHIPPED_RULE])
+        gate = Gate(gate.spec.model_copy(update={"bank_quantile": quantile or None}))
+    return gate, thresholds
+
+
+def row_thresholds(gate: Gate, data: Design, threshold: float) -> Array:
+    """Each row's threshold: ``threshold``, or its catalog's cutoff where that is higher
+    (a gate with a ``bank_quantile``, a design with a bank)."""
+    quantile = gate.spec.bank_quantile
+    if not quantile or data.bank is None or data.catalogs is None:
+        return np.full(len(data), threshold)
+    level = cutoffs(gate, data.bank, data.catalogs)[:, QUANTILES.index(quantile)]
+    result: Array = np.maximum(threshold, level)
+    return result
+
+
 def held_out_scores(
     data: Design,
     held_out: str,
@@ -207,16 +293,10 @@ def held_out_scores(
     encoder: str,
     say: Callable[[str], None],
 ) -> tuple[Array, dict[str, float]]:
-    """Scores of ``held_out``'s real rows (``data.real()``'s, in order) by a gate that
-    never saw it, and the thresholds of each rule (:data:`RULES`) chosen (nested,
-    leaving each other source out in turn, scoring its real rows) without it."""
-    train_sources = [s for s in _present(data) if s not in OVERLAPS.get(held_out, (held_out,))]
-    training = data.subset(np.isin(data.sources, train_sources))
-    inner = out_of_source(training, options, encoder, say, f"  {held_out}: ")
-    real = training.real()
-    gate = fit(training, options, encoder, train_sources)
+    """Scores of ``held_out``'s real rows (``data.real()``'s, in order) by the gate of
+    :func:`held_out_gate`, and its thresholds."""
+    gate, thresholds = held_out_gate(data, held_out, options, encoder, say)
     held = data.real()
-    thresholds = {name: rule(inner, real) for name, rule in RULES.items()}
     return scores(gate, held.subset(held.sources == held_out)), thresholds
 
 
@@ -226,9 +306,10 @@ RECALL_FLOOR = 0.95
 CONFIDENT_RECALL = 0.99
 
 
-def balanced_accuracy(probability: Array, data: Design, threshold: float) -> float:
+def balanced_accuracy(probability: Array, data: Design, threshold: float | Array) -> float:
     """The mean of the two classes' accuracies, each the mean over the sources holding
-    that class (every source weighs the same within its class)."""
+    that class (every source weighs the same within its class); ``threshold``: one, or
+    one a row."""
     predicted = probability >= threshold
     sources = sorted(set(data.sources.tolist()))
     per_class = []
@@ -279,27 +360,65 @@ def out_of_source(
 ) -> Array:
     """Each real row of ``data`` scored by a gate fitted without its source (and the
     sources that share its questions), in the order of ``data.real()``."""
-    real = data.real()
-    result = np.zeros(len(real))
-    for source in _present(real):
+    judged, probability, _ = judged_out_of_source(data, options, encoder, say, prefix)
+    real: Array = probability[~judged.augmented]
+    return real
+
+
+def judged_out_of_source(
+    data: Design, options: Options, encoder: str, say: Callable[[str], None], prefix: str = ""
+) -> tuple[Design, Array, Array]:
+    """``data.judged()``, each of its rows scored by a gate fitted without its source,
+    and (where ``data`` has a bank) the cutoffs of that gate at every quantile of
+    :data:`~retriever.gate.cutoff.QUANTILES` (rows x quantiles; zeros without a bank)."""
+    judged = data.judged()
+    probability = np.zeros(len(judged))
+    cuts = np.zeros((len(judged), len(QUANTILES)))
+    for source in _present(judged):
         say(f"{prefix}fold without {source}")
         keep = ~np.isin(data.sources, OVERLAPS.get(source, (source,)))
-        rows = real.sources == source
-        result[rows] = scores(fit(data.subset(keep), options, encoder, []), real.subset(rows))
-    return result
+        rows = judged.sources == source
+        gate = fit(data.subset(keep), options, encoder, [])
+        probability[rows] = scores(gate, judged.subset(rows))
+        if judged.bank is not None and judged.catalogs is not None:
+            cuts[rows] = cutoffs(gate, judged.bank, judged.catalogs[rows])
+    return judged, probability, cuts
+
+
+def choose_bank_quantile(
+    probability: Array, cuts: Array, data: Design, threshold: float, floor: float = RECALL_FLOOR
+) -> float:
+    """The cutoff's quantile, by the balanced rule: the best balanced accuracy over
+    ``data`` (real rows and those against broad catalogs) when a request must reach
+    both ``threshold`` and its catalog's cutoff (``cuts``, one column a quantile of
+    :data:`~retriever.gate.cutoff.QUANTILES`), lowered where needed until ``floor`` of
+    the requests needing a tool (pooled) stay on the tool side. 0: no cutoff."""
+    needs = data.labels & data.has_catalog
+    at = [np.maximum(threshold, cuts[:, i]) for i in range(len(QUANTILES))]
+    best = max(range(len(QUANTILES)), key=lambda i: balanced_accuracy(probability, data, at[i]))
+    while best and float(np.mean(probability[needs] >= at[best][needs])) < floor:
+        best -= 1
+    return QUANTILES[best]
 
 
 def _present(data: Design) -> list[str]:
     return [s for s in SOURCES if s in set(data.sources.tolist())]
 
 
-def _source_weights(data: Design, augmented_weight: float) -> Array:
-    """Each source's real rows sum to one, its augmented rows to ``augmented_weight``;
-    the sum over all rows is the number of rows."""
+def _source_weights(data: Design, augmented_weight: float, broad_weight: float) -> Array:
+    """Each source's real rows sum to one, its augmented rows to ``augmented_weight`` and
+    its rows against broad catalogs to ``broad_weight``; the sum over all rows is the
+    number of rows."""
+    broad = np.isin(data.categories, (BROAD_TOOL, BROAD_NONE))
+    kinds = (
+        (~data.augmented, 1.0),
+        (data.augmented & ~broad, augmented_weight),
+        (broad, broad_weight),
+    )
     weights = np.zeros(len(data))
     for source in set(data.sources.tolist()):
-        for made, share in ((False, 1.0), (True, augmented_weight)):
-            rows = (data.sources == source) & (data.augmented == made)
+        for kind, share in kinds:
+            rows = (data.sources == source) & kind
             if rows.any():
                 weights[rows] = share / rows.sum()
     result: Array = weights * len(data) / weights.sum()
@@ -350,13 +469,13 @@ def load_design(
     (:func:`~retriever.gate.model.gate_encoder_config`), embedding what ``cache`` lacks."""
     progress(f"reading {root / 'gate'}")
     rows = load_rows(root, seed=seed)
-    rows += augmented(rows, seed)
+    rows += augmented(rows, seed) + broad_rows(rows, retrieval_gold(root, seed), seed)
     encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto"), choice))
     texts = [row.query for row in rows] + [text for row in rows for text in row.catalog]
     if choice != "bundled":  # one cache per encoder: switching back does not re-embed
         cache = cache.with_name(f"{cache.stem}-{choice}{cache.suffix}")
     vectors = cached_vectors(encoder, texts, cache)
-    return design(rows, vectors), encoder.name
+    return design(rows, vectors, BANK.of(encoder), bank_texts()), encoder.name
 
 
 def progress(text: str) -> None:

@@ -15,7 +15,7 @@ from retriever.embedder import Encoder, bundled_model_path, load_encoder
 from retriever.errors import ModelNotFound
 from retriever.gate.catalog import CatalogGate
 from retriever.gate.features import SCALARS, gate_document
-from retriever.gate.model import WEIGHTS, gate_encoder_config, load_gate
+from retriever.gate.model import COVERAGE_WEIGHTS, WEIGHTS, gate_encoder_config, load_gate
 from retriever.gate.train import (
     MISS_COST,
     RECALL_TARGET,
@@ -170,11 +170,15 @@ def test_a_gate_reads_the_encoder_its_file_names(tmp_path: Path) -> None:
     assert load_gate().encoder_config(configured) == bundled
 
 
+#: The scalars a gate reads with the default options (the base ones and the coverage ones).
+WIDTH = len(Options().scalars)
+
+
 def test_training_is_seeded() -> None:
     rng = np.random.default_rng(0)
     rows = 40
     data = Design(
-        scalars=rng.normal(size=(rows, len(SCALARS))),
+        scalars=rng.normal(size=(rows, WIDTH)),
         queries=rng.normal(size=(rows, 8)),
         labels=rng.random(rows) > 0.5,
         sources=np.array(["a", "b"] * (rows // 2)),
@@ -192,7 +196,7 @@ def test_a_gate_without_the_query_vector_ignores_it() -> None:
     rng = np.random.default_rng(0)
     rows = 40
     data = Design(
-        scalars=rng.normal(size=(rows, len(SCALARS))),
+        scalars=rng.normal(size=(rows, WIDTH)),
         queries=rng.normal(size=(rows, 8)),
         labels=rng.random(rows) > 0.5,
         sources=np.array(["a", "b"] * (rows // 2)),
@@ -202,8 +206,8 @@ def test_a_gate_without_the_query_vector_ignores_it() -> None:
     )
     gate = fit(data, Options(steps=20, query_vector=False), "enc", ["a", "b"])
     weight = np.asarray(gate.spec.layers[0].weight)
-    assert not weight[len(SCALARS) :].any()
-    assert weight[: len(SCALARS)].any()
+    assert not weight[WIDTH:].any()
+    assert weight[:WIDTH].any()
     other = rng.normal(size=data.queries.shape)
     assert np.array_equal(
         gate.probability(data.scalars, data.queries), gate.probability(data.scalars, other)
@@ -271,3 +275,121 @@ def test_the_balanced_rule_weighs_both_classes_and_keeps_the_recall_floor() -> N
     assert choose_balanced_threshold(probability, data) == 0.51
     # A floor of 99 % of tool requests lowers it to keep the one scored 0.2.
     assert choose_balanced_threshold(probability, data, floor=0.99) == 0.2
+
+
+#: A broad catalog: plugins of an assistant across many domains (about the kind the
+#: tool-awareness set offers), where almost any request finds a close tool.
+BROAD = (
+    ("search_recipes", "Find recipes by ingredients, cuisine or diet."),
+    ("wine_pairing", "Suggest wines that pair with a dish."),
+    ("nutrition_facts", "Calories and nutrients of a food."),
+    ("restaurant_booking", "Book a table at a restaurant for a date, time and party size."),
+    ("food_delivery_order", "Order food for delivery from nearby restaurants."),
+    ("flight_search", "Search flights between two airports on given dates."),
+    ("hotel_search", "Find hotels in a city with prices and availability."),
+    ("car_rental", "Rent a car at a location for given dates."),
+    ("weather_forecast", "Weather forecast for a city for the next days."),
+    ("air_quality", "Current air quality index of a city."),
+    ("currency_converter", "Convert an amount between currencies at today's rate."),
+    ("stock_quote", "Latest price and change of a stock ticker."),
+    ("crypto_price", "Current price of a cryptocurrency."),
+    ("send_email", "Send an email to a recipient with a subject and body."),
+    ("calendar_create_event", "Create an event in the user's calendar."),
+    ("set_reminder", "Set a reminder at a time with a message."),
+    ("todo_add", "Add a task to the user's to-do list."),
+    ("news_headlines", "Top news headlines by topic or country."),
+    ("sports_scores", "Live and recent scores of sports matches."),
+    ("movie_showtimes", "Cinema showtimes for a movie near a location."),
+    ("music_play", "Play a song, album or playlist on the user's speaker."),
+    ("podcast_search", "Search podcasts and episodes by topic."),
+    ("book_search", "Search a library catalog for books by title or author."),
+    ("translate_text", "Translate text between languages."),
+    ("dictionary_lookup", "Definitions and pronunciation of a word."),
+    ("web_search", "Search the web and return the top results."),
+    ("maps_directions", "Driving, walking or transit directions between two places."),
+    ("ride_hailing", "Request a ride from a pickup point to a destination."),
+    ("public_transit", "Departures of buses and trains from a stop."),
+    ("shopping_search", "Search products in online stores with prices."),
+    ("order_tracking", "Track the delivery status of an online order."),
+    ("price_alert", "Alert when a product's price drops below a value."),
+    ("job_search", "Search job listings by title and location."),
+    ("real_estate_listings", "Homes for sale or rent in an area."),
+    ("doctor_appointment", "Book an appointment with a doctor or clinic."),
+    ("pharmacy_finder", "Find open pharmacies near a location."),
+    ("fitness_tracker", "Read the user's steps, heart rate and workouts."),
+    ("smart_home_lights", "Turn the lights of a room on or off, or dim them."),
+    ("thermostat", "Read or set the home thermostat temperature."),
+    ("package_shipping", "Get shipping rates and create a shipping label."),
+    ("bank_balance", "Balance and recent transactions of the user's bank account."),
+    ("pay_bill", "Pay a utility bill from the user's account."),
+    ("event_tickets", "Find and buy tickets for concerts and shows."),
+    ("image_generator", "Create an image from a text prompt."),
+    ("pdf_reader", "Extract the text of a PDF the user uploads."),
+    ("spreadsheet_update", "Write values into a cell range of a spreadsheet."),
+    ("github_issues", "List and create issues in a GitHub repository."),
+    ("unit_converter", "Convert between units of length, weight and volume."),
+)
+
+
+#: Requests a model answers itself: under the decision's threshold on the broad catalog.
+BROAD_NO_TOOL = (
+    "Who wrote Pride and Prejudice?",
+    "Thank you!",
+    "Explain recursion in Python",
+    "Tell me a joke",
+    "What is 12 times 7?",
+    "Why do cats sleep so much?",
+)
+#: Requests a tool of the broad catalog serves: over it.
+BROAD_TOOL = (
+    "Book a table for two at an Italian restaurant tonight at 8",
+    "What's the weather in Oslo tomorrow?",
+    "Convert 100 US dollars to euros",
+    "Find me a flight from Boston to Rome next Friday",
+    "Remind me to call mom at 6 pm",
+    "Turn off the kitchen lights",
+    "Find a pharmacy open now near me",
+)
+
+
+def broad_documents() -> list[str]:
+    return [
+        gate_document(function_fields({"name": name, "description": d}, name)) for name, d in BROAD
+    ]
+
+
+@pytest.fixture(scope="module")
+def broad(encoder: Encoder) -> CatalogGate:
+    """The gate that reads the catalog's background and cutoff, on the broad catalog."""
+    return CatalogGate(load_gate(COVERAGE_WEIGHTS), encoder, broad_documents())
+
+
+def test_the_coverage_gate_reads_the_background_and_cuts(broad: CatalogGate) -> None:
+    gate = broad.gate
+    assert gate.reads_coverage
+    assert gate.cuts
+    assert broad.view.background is not None
+    assert 0 < broad.cutoff < 1
+    assert COVERAGE_WEIGHTS.stat().st_size < 200_000
+    # Under the planner's triage it refuses only under its confident threshold: no cutoff.
+    confident = load_gate(COVERAGE_WEIGHTS, at="confident")
+    assert not confident.cuts
+    assert load_gate(COVERAGE_WEIGHTS, at="opt_in").cuts
+
+
+@pytest.mark.parametrize("text", BROAD_NO_TOOL)
+def test_a_broad_catalog_refuses_what_a_model_answers_itself(broad: CatalogGate, text: str) -> None:
+    """The shipped gate scores "Explain recursion in Python" 0.23-0.24 here, at its
+    threshold (0.24): a tool."""
+    decision = broad.decide(text)
+    assert not decision.needs_tool
+    assert decision.threshold is not None
+    assert decision.score <= decision.threshold - MARGIN
+
+
+@pytest.mark.parametrize("text", BROAD_TOOL)
+def test_a_broad_catalog_keeps_what_its_tools_serve(broad: CatalogGate, text: str) -> None:
+    decision = broad.decide(text)
+    assert decision.needs_tool
+    assert decision.threshold is not None
+    assert decision.score >= decision.threshold + MARGIN

@@ -1,0 +1,89 @@
+"""The catalog's cutoff: a request must also outscore most of the bank's requests.
+
+The gate's probability orders requests well on any catalog, but one threshold does not
+part them on every catalog: in a broad one (a few hundred tools across many domains)
+a request that needs no tool finds close tools and scores far higher than in a narrow
+one. So when a catalog's gate is assembled, the bank's requests that need no tool
+(:mod:`~retriever.gate.background`) are scored by the gate against the catalog, and a
+request needs a tool only if it also scores at least the bank's ``bank_quantile``
+quantile there (``weights.json``; chosen out of source like the thresholds,
+:func:`choose_bank_quantile`). On a narrow catalog the bank scores near zero and the
+threshold decides alone; on a broad one the cutoff rises with the bank's scores.
+
+The cutoff applies where the gate decides at its own (balanced or opt-in) threshold;
+at the confident threshold, under the planner's triage, it does not: the band the
+triage sorts widens instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from retriever.embedder import Vectors
+from retriever.gate.features import CatalogView, batch_scalar_features
+
+if TYPE_CHECKING:
+    from retriever.gate.model import Gate
+
+Array = npt.NDArray[np.float64]
+
+#: The quantiles :func:`choose_bank_quantile` tries (0: no cutoff).
+QUANTILES = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
+#: Catalogs scored per product while cutoffs are computed for many (bounds the memory).
+CHUNK = 64
+
+
+@dataclass(frozen=True)
+class BankRows:
+    """The bank's scalars against each of a design's catalogs (catalog x bank x scalar),
+    and the bank's query vectors."""
+
+    scalars: Array
+    queries: Array
+
+    @classmethod
+    def of(cls, views: Sequence[CatalogView], vectors: Vectors, texts: Sequence[str]) -> BankRows:
+        """``views`` carry their background (the coverage scalars are computed too)."""
+        scalars = np.stack([bank_scalars(view, vectors, texts) for view in views])
+        return cls(scalars, vectors.astype(np.float64))
+
+
+def bank_scalars(view: CatalogView, vectors: Vectors, texts: Sequence[str]) -> Array:
+    """Each bank request's scalars against ``view`` (the coverage ones where it carries
+    its background)."""
+    return batch_scalar_features(vectors, texts, view, coverage=view.background is not None)
+
+
+def bank_scores(gate: Gate, scalars: Array, queries: Array) -> Array:
+    """The gate's probability for each bank request (rows of ``scalars``), sorted."""
+    return np.sort(gate.probability(scalars, queries))
+
+
+def catalog_cutoff(gate: Gate, view: CatalogView, vectors: Vectors, texts: Sequence[str]) -> float:
+    """The cutoff of one catalog (0 where the gate has no ``bank_quantile``)."""
+    quantile = gate.spec.bank_quantile
+    if not quantile or not len(view):
+        return 0.0
+    scored = bank_scores(gate, bank_scalars(view, vectors, texts), vectors.astype(np.float64))
+    return float(np.quantile(scored, quantile))
+
+
+def cutoffs(gate: Gate, bank: BankRows, catalogs: npt.NDArray[np.int_]) -> Array:
+    """For each row (its catalog's index into ``bank``, -1: none) the cutoff at every
+    quantile of :data:`QUANTILES` (rows x quantiles)."""
+    levels = np.zeros((len(bank.scalars), len(QUANTILES)))
+    used = np.unique(catalogs[catalogs >= 0])
+    n_bank = bank.queries.shape[0]
+    for start in range(0, len(used), CHUNK):
+        chunk = used[start : start + CHUNK]
+        flat = bank.scalars[chunk].reshape(len(chunk) * n_bank, -1)
+        queries = np.tile(bank.queries, (len(chunk), 1))
+        scored = gate.probability(flat, queries).reshape(len(chunk), n_bank)
+        levels[chunk] = np.quantile(scored, QUANTILES, axis=1).T
+    result: Array = np.where((catalogs >= 0)[:, None], levels[np.maximum(catalogs, 0)], 0.0)
+    return result
