@@ -7,7 +7,10 @@ true}`` marks a request that needs no tool at all, but only as the first answer 
 only when nothing before said a tool is needed: a retry follows an answer with
 sub-tasks, and a 1.5B model's retry flipped to "no tools" for a request that needed
 one; a gate sure of a tool, or a triage that answered "one" or "several", has
-decided already.
+decided already. A category the catalog does not have is sent back like any other
+problem, but in the last answer it only drops that sub-task's category (no filter on
+its candidates): a 1.5B model kept naming an "Electrical" category through every retry,
+and the request lost its sub-tasks to the whole-request fallback for a hint.
 """
 
 from __future__ import annotations
@@ -58,7 +61,10 @@ async def decompose(
         reply = await model.reply(messages, max_tokens=MAX_TOKENS, json=True, purpose="decompose")
         text = reply.text
         none_allowed = attempt == 1 and not tool_needed
-        result, problems = read_decomposition(text, categories, none_allowed=none_allowed)
+        last = attempt == retries + 1
+        result, problems = read_decomposition(
+            text, categories, none_allowed=none_allowed, strict_categories=not last
+        )
         if result is not None:
             return Decomposition(result.subtasks, result.no_tools, attempt)
         if reply.truncated:  # a runaway answer: feedback will not bring it back
@@ -78,10 +84,16 @@ async def decompose(
 
 
 def read_decomposition(
-    text: str, categories: Sequence[str], *, none_allowed: bool = True
+    text: str,
+    categories: Sequence[str],
+    *,
+    none_allowed: bool = True,
+    strict_categories: bool = True,
 ) -> tuple[Decomposition | None, list[str]]:
     """The decomposition in a reply, or the problems that make it unusable;
-    ``none_allowed``: whether ``{"no_tools": true}`` may be the answer."""
+    ``none_allowed``: whether ``{"no_tools": true}`` may be the answer;
+    ``strict_categories``: whether a category outside the catalog is a problem (else
+    the sub-task gets no category)."""
     data = parse_object(text)
     if data is None:
         return None, ["the answer was not one JSON object"]
@@ -94,7 +106,7 @@ def read_decomposition(
         return None, ["the object needs a 'subtasks' list (or \"no_tools\": true)"]
     subtasks, problems = [], []
     for i, item in enumerate(raw):
-        task, problem = _subtask(i, item, categories)
+        task, problem = _subtask(i, item, categories, strict_categories)
         if task is not None:
             subtasks.append(task)
         if problem:
@@ -103,7 +115,9 @@ def read_decomposition(
     return (None, problems) if problems else (Decomposition(subtasks), [])
 
 
-def _subtask(i: int, item: JsonValue, categories: Sequence[str]) -> tuple[SubTask | None, str]:
+def _subtask(
+    i: int, item: JsonValue, categories: Sequence[str], strict_categories: bool = True
+) -> tuple[SubTask | None, str]:
     if not isinstance(item, dict):
         return None, f"subtasks[{i}] is not an object"
     needs = item.get("needs", [])
@@ -111,7 +125,9 @@ def _subtask(i: int, item: JsonValue, categories: Sequence[str]) -> tuple[SubTas
         return None, f"subtasks[{i}].needs must be a list of ids"
     category = _catalog_spelling(item.get("category"), categories)
     if category is not None and categories and category not in categories:
-        return None, f"subtasks[{i}].category {json.dumps(category)} is not a catalog category"
+        if strict_categories:
+            return None, f"subtasks[{i}].category {json.dumps(category)} is not a catalog category"
+        category = None
     try:
         task = SubTask(
             id=str(item.get("id", "")),

@@ -141,6 +141,19 @@ async def test_a_category_in_another_case_is_the_catalog_s_without_a_retry(
     assert {task.category for task in plan.subtasks} == {"travel"}
 
 
+async def test_a_category_outside_the_catalog_in_the_last_answer_only_loses_its_category(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    astrology = {"subtasks": [dict(task, category="astrology") for task in STEPS["subtasks"]]}
+    upstream.enqueue(reply(astrology), reply(astrology), pick(1), pick(1), pick(1))
+    plan = await planner(finder, encoder, decompose_retries=1).plan(REQUEST, model)
+    assert "is not a catalog category" in prompts(upstream)[1]  # sent back once
+    assert plan.policy == "llm"  # the sub-tasks were kept, not the whole-request fallback
+    assert [task.id for task in plan.subtasks] == ["s1", "s2", "s3"]
+    assert {task.category for task in plan.subtasks} == {None}
+    assert plan.choices["s3"] == "send_sms"
+
+
 async def test_retries_are_bounded_then_the_llm_free_policy_plans(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:
