@@ -453,6 +453,22 @@ def caches(layout: Layout) -> None:
     )
 
 
+def learning(layout: Layout) -> None:
+    rebuilds = "toolgraph_learning_rebuilds_total"
+    layout.row("Learning")
+    layout.line(
+        8,
+        timeseries(
+            "Learned retrieval rebuilds / s by outcome",
+            f"{rebuilds}: a tenant's learned retrieval state rebuilt in the background "
+            "(swapped in, rolled back when worse on its held-out queries, unchanged, unread).",
+            [(f"sum by (outcome) (rate({rebuilds}[{RATE}]))", "{{outcome}}")],
+            "ops",
+            12,
+        ),
+    )
+
+
 def variable(name: str, label: str, metric: str) -> dict[str, Any]:
     query = f"label_values({metric}, {name})"
     return {
@@ -473,13 +489,13 @@ def variable(name: str, label: str, metric: str) -> dict[str, Any]:
 
 def build_dashboard() -> dict[str, Any]:
     layout = Layout()
-    for section in (traffic, latency, tokens, tools, stages, selection, caches):
+    for section in (traffic, latency, tokens, tools, stages, selection, caches, learning):
         section(layout)
     return {
         "title": "toolgraph",
         "uid": "toolgraph-overview",
         "description": "toolgraph's own metrics (proxy/metrics.py): traffic, latency, time to "
-        "first token, overhead, upstream, tokens, tool calls, caches.",
+        "first token, overhead, upstream, tokens, tool calls, caches, learning.",
         "tags": ["toolgraph", "llm"],
         "timezone": "browser",
         "editable": False,
