@@ -105,6 +105,15 @@ class ToolPlan(_Model):
                 if remaining[dependent] == 0:
                     ready.append(dependent)
 
+    def lineage(self) -> dict[str, tuple[str, ...]]:
+        """For each node, every node it waits for directly or through others, in
+        topological order (its dependencies' dependencies first)."""
+        rank = {node.id: i for i, node in enumerate(self.topological_order())}
+        found: dict[str, set[str]] = {}
+        for node in self.topological_order():
+            found[node.id] = set(node.dependencies).union(*(found[d] for d in node.dependencies))
+        return {node: tuple(sorted(above, key=rank.__getitem__)) for node, above in found.items()}
+
     def critical_path(self, durations: dict[str, float]) -> float:
         """The longest chain of ``durations`` through the DAG: the best possible wall time."""
         finish: dict[str, float] = {}

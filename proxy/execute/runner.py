@@ -207,10 +207,12 @@ class CatalogRunner:
         context: Mapping[str, JsonValue],
     ) -> None:
         inputs = dict(self._background)
-        # Every dependency ran (and was compressed) before this call could start.
+        # Every ancestor ran (and was compressed) before this call could start; the
+        # writer sees them all, the choices come from the direct dependencies alone.
         inputs.update({dep: self.compressed[dep].text for dep in context})
         fixed = dict(arguments)
-        choices = self._offered(tool, fixed, context)
+        direct = {dep: context[dep] for dep in node.dependencies if dep in context}
+        choices = self._offered(tool, fixed, direct)
         try:
             written = await writer.write(
                 tool, node.task, fixed, inputs, self._model, scalars(context), choices

@@ -109,7 +109,8 @@ class NodeRunner(Protocol):
     async def run(
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]
     ) -> JsonValue:
-        """Call the tool; ``context`` holds the outputs of every node it depends on.
+        """Call the tool; ``context`` holds the outputs of every node it depends on,
+        directly or through others (:meth:`ToolPlan.lineage`).
 
         The runner may complete ``arguments`` in place (argument generation), so
         that the record keeps what was sent.
@@ -295,6 +296,7 @@ class _Run:
         self.scheduler = scheduler
         self.records = {node.id: CallRecord(node) for node in plan.nodes}
         self.needs = {node.id: node.dependencies for node in plan.nodes}
+        self.lineage = plan.lineage()
         self.missing = {node_id: len(needs) for node_id, needs in self.needs.items()}
         self.dependents = plan.dependents()
         self.clock = time.perf_counter()
@@ -336,7 +338,10 @@ class _Run:
             node = ready[0] if ready else None
 
     async def _invoke(self, node: PlanNode, record: CallRecord) -> None:
-        context = {d: self.records[d].output for d in self.needs[node.id]}
+        # Every ancestor's output, not only the direct needs': a step that combines
+        # results ("multiply the two") sees both even when the decomposition chained
+        # them (s1 -> s2 -> s3, s3 needing only s2).
+        context = {d: self.records[d].output for d in self.lineage[node.id]}
         timeout = node.timeout or self.scheduler.call_timeout
         window = asyncio.timeout(None)  # opened once the arguments are written
         try:

@@ -7,8 +7,10 @@ at a time ("the angle between a and the cross product of b and c" is a ``cross``
 an ``angle``), however short the sentence: planned as one call, its second operation
 is lost. The planner decomposes such a request after all. A value counts as named when
 a word starts with it ("adding" names ``add``), as the argument writer reads an
-optional enum (:func:`proxy.execute.arguments.without_unasked_options`); nothing here
-knows any tool or question, only the schema.
+optional enum (:func:`proxy.execute.arguments.without_unasked_options`), or when the
+noun English uses for an arithmetic verb names it ("the magnitude of the sum" names
+``add`` and ``magnitude``); nothing here knows any tool or question, only the schema
+and those nouns.
 """
 
 from __future__ import annotations
@@ -33,6 +35,19 @@ def operations_named(tool: Tool, text: str) -> dict[str, list[str]]:
     return named
 
 
+#: The nouns of arithmetic verbs: a request says "the sum", a schema says ``add``.
+#: "product" is left out: "dot product" and "cross product" name operations of their own.
+NOUNS = {
+    "add": ("sum",),
+    "subtract": ("difference",),
+    "divide": ("quotient",),
+}
+
+
 def _names(words: str, value: str) -> bool:
     spelled = " ".join(re.findall(r"\w+", value.lower().replace("_", " ")))
-    return bool(spelled) and re.search(rf"(?<!\w){re.escape(spelled)}", words) is not None
+    if not spelled:
+        return False
+    if re.search(rf"(?<!\w){re.escape(spelled)}", words):
+        return True
+    return any(re.search(rf"\b{noun}s?\b", words) for noun in NOUNS.get(spelled, ()))

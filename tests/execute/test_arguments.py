@@ -314,6 +314,51 @@ async def test_an_earlier_result_named_by_its_step_is_substituted(
         await box.aclose()
 
 
+async def test_a_step_sees_the_results_of_steps_it_reaches_only_through_another(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    box = Sandbox(timeout=120)
+    try:
+        tools = {tool.name: tool for tool in builtin_tools()}
+        runner = CatalogRunner(
+            tools, Invoker(None, python_tools(box)), writer=ArgumentWriter(), model=model
+        )
+        # a decomposition that chained s1 -> s2 -> s3 although s3 combines s1 and s2
+        upstream.enqueue(answer({"expression": "s1 * s2"}))
+        plan = ToolPlan(
+            nodes=(
+                PlanNode(
+                    id="s1",
+                    tool="calculate_derivative",
+                    arguments={"expression": "x**4", "variable": "x", "at": 2},
+                ),
+                PlanNode(
+                    id="s2",
+                    tool="calculate_integral",
+                    arguments={"expression": "x**3", "variable": "x", "lower": 0, "upper": 2},
+                    needs=("s1",),
+                ),
+                PlanNode(
+                    id="s3",
+                    tool="evaluate_expression",
+                    task="Multiply the two results.",
+                    needs=("s2",),
+                ),
+            )
+        )
+        run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, runner)
+        assert run.ok, run.unfinished()
+        assert run.records["s3"].arguments == {"expression": "32.0 * 4.0"}
+        prompt = prompt_of(upstream.requests[0])
+        assert '<result id="s1">' in prompt
+        assert '<result id="s2">' in prompt
+        output = run.records["s3"].output
+        assert isinstance(output, dict)
+        assert output["value"] == pytest.approx(128.0)
+    finally:
+        await box.aclose()
+
+
 def _full_hotel_runner(model: UpstreamModel, booked: list[object]) -> CatalogRunner:
     async def book(arguments: object) -> JsonValue:
         booked.append(dict(arguments) if isinstance(arguments, dict) else arguments)

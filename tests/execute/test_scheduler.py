@@ -355,6 +355,18 @@ def test_the_critical_path_is_the_longest_chain() -> None:
     assert plan.critical_path({"a": 1, "b": 2, "c": 4, "d": 1}) == 5
 
 
+def test_the_lineage_is_every_ancestor_in_topological_order() -> None:
+    plan = ToolPlan(
+        nodes=(node("d", "b", "c"), node("b", "a"), node("c"), node("a"), node("e", "d"))
+    )
+    lineage = plan.lineage()
+    assert lineage["a"] == lineage["c"] == ()
+    assert lineage["b"] == ("a",)
+    assert set(lineage["e"]) == {"a", "b", "c", "d"}
+    order = [n.id for n in plan.topological_order()]
+    assert list(lineage["e"]) == sorted(lineage["e"], key=order.index)
+
+
 async def test_a_binding_into_an_object_leaves_the_plan_untouched() -> None:
     user = PlanNode(
         id="use",

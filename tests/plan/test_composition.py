@@ -1,0 +1,36 @@
+"""Which operations of a tool's operation selector a request names (proxy/plan/composition)."""
+
+from __future__ import annotations
+
+import pytest
+
+from proxy.plan.composition import operations_named
+from proxy.tools.packs.math.catalog import builtin_tools
+
+VECTORS = next(tool for tool in builtin_tools() if tool.name == "vector_operation")
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("the magnitude of the sum of [1, 2] and [3, 4]", ["add", "magnitude"]),
+        ("normalize the difference of [1, 2] and [3, 4]", ["subtract", "normalize"]),
+        ("the angle between a and the cross product of b and c", ["cross", "angle"]),
+        ("after adding [1, 2] to [3, 4], take the magnitude", ["add", "magnitude"]),
+    ],
+)
+def test_two_operations_named_by_verb_or_noun(text: str, named: list[str]) -> None:
+    assert operations_named(VECTORS, text) == {"operation": named}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the dot product of [1, 2] and [3, 4]",  # "product" is not taken for a verb
+        "the sum of [1, 2] and [3, 4]",
+        "the magnitude of [3, 4]",
+        "summarise [3, 4] and normalize it",  # a noun counts as a whole word only
+    ],
+)
+def test_one_operation_named_is_not_a_composition(text: str) -> None:
+    assert operations_named(VECTORS, text) == {}
