@@ -28,7 +28,7 @@ import numpy as np
 from qdrant_client import QdrantClient
 
 from eval.data_folder import dataset
-from eval.retrieval import BeirSet, load_beir, ndcg_at
+from eval.retrieval import BeirSet, load_beir
 from retriever.batching import BatchingEmbedder
 from retriever.bulk import cached_vectors, embed_documents
 from retriever.cache import LRUCache
@@ -37,6 +37,7 @@ from retriever.conversation import conversation_query
 from retriever.documents import ToolDocument, corpus_fields, make_document
 from retriever.embedder import Encoder, Vectors, load_encoder
 from retriever.index import Method, ToolIndex
+from retriever.metrics import ndcg_at
 from retriever.owned_client import OwnedClient
 from retriever.qdrant_store import QdrantCatalog
 

@@ -29,11 +29,11 @@ import numpy as np
 from tqdm import tqdm
 
 from eval.data_folder import dataset
-from eval.retrieval import ndcg_at, recall_at
 from retriever.config import DEFAULT_ONNX_DIR
 from retriever.embedder import bundled_model_path
 from retriever.encoder import Vectors
 from retriever.finetune.data import TRAIN_SETS, TrainingSet, read_set
+from retriever.metrics import ndcg_at, recall_at
 from retriever.onnx_encoder import OnnxEncoder
 
 #: API Zoo's long documents take most of an hour to embed on two shared cores.

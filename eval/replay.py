@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from eval.retrieval import _json_lines, ndcg_at, recall_at
+from eval.retrieval import _json_lines
 from proxy.config import LearningSettings, Settings
 from proxy.execute.plan import PlanNode
 from proxy.execute.scheduler import CallRecord, Outcome, PlanRun
@@ -48,6 +48,7 @@ from proxy.learning.retrieval import TrafficRetrieval
 from proxy.learning.service import Learner
 from proxy.learning.store import LearnedStore, open_learned_store
 from proxy.plan.model import Decision, Plan, SubTask
+from retriever.metrics import ndcg_at, recall_at
 
 if TYPE_CHECKING:
     from proxy.plan.candidates import CandidateFinder

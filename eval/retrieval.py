@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import re
 import sys
 import time
@@ -37,6 +36,7 @@ from pydantic import JsonValue
 from retriever.config import DocumentVariant, RetrieverConfig
 from retriever.documents import ToolDocument, corpus_fields, make_document
 from retriever.embedder import Encoder, Vectors
+from retriever.metrics import ndcg_at, recall_at
 
 if TYPE_CHECKING:
     from proxy.config import Settings
@@ -102,17 +102,6 @@ def _json_lines(path: Path) -> Iterator[dict[str, JsonValue]]:
         for line in lines:
             if line.strip():
                 yield json.loads(line)
-
-
-def recall_at(ranked: Sequence[str], relevant: dict[str, int], k: int) -> float:
-    return len(set(ranked[:k]) & set(relevant)) / len(relevant)
-
-
-def ndcg_at(ranked: Sequence[str], relevant: dict[str, int], k: int) -> float:
-    dcg = sum(relevant.get(doc, 0) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
-    ideal = sorted(relevant.values(), reverse=True)[:k]
-    idcg = sum(gain / math.log2(i + 2) for i, gain in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
 
 
 Scores = dict[str, dict[str, float]]  # group → metric → mean; "all" is every query

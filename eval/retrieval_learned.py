@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from eval.data_folder import dataset, unseen_sets
-from eval.retrieval import load_beir, ndcg_at, recall_at
+from eval.retrieval import load_beir
 from retriever.adapter import Adapter
 from retriever.bulk import DiskCache, embed_documents, text_key
 from retriever.config import RetrieverConfig
@@ -44,6 +44,7 @@ from retriever.finetune.data import TRAIN_SETS, EmbeddedSet, load_set
 from retriever.fusion import reciprocal_rank_fusion, top_k
 from retriever.index import FUSION_DEPTH
 from retriever.lexical import BM25Index
+from retriever.metrics import ndcg_at, recall_at
 
 KS = (1, 5, 10)
 WEIGHTS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from eval.data_folder import dataset, unseen_sets
-from eval.retrieval import _encode_queries, load_beir, ndcg_at, recall_at
+from eval.retrieval import _encode_queries, load_beir
 from retriever.bulk import embed_documents
 from retriever.config import RetrieverConfig
 from retriever.documents import ToolDocument, ToolFields, corpus_fields, make_document
@@ -39,6 +39,7 @@ from retriever.expansion import questions
 from retriever.finetune.data import _json_lines, _qrels, read_set
 from retriever.finetune.late import HELD_OUT
 from retriever.index import RERANK_DEPTH, ExtraRows, Hit, ToolIndex
+from retriever.metrics import ndcg_at, recall_at
 from retriever.rerank.reranker import Reranker, maxsim
 from retriever.rerank.weights import load_weights
 

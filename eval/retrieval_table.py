@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from eval.data_folder import dataset, unseen_sets
-from eval.retrieval import _encode_queries, ndcg_at
+from eval.retrieval import _encode_queries
 from eval.retrieval_folds import fold_matrix
 from eval.retrieval_rerank import Set, metrics, unseen_set
 from retriever.adapter import AdaptedEncoder, Adapter
@@ -48,6 +48,7 @@ from retriever.expansion import questions
 from retriever.finetune.data import TRAIN_SETS, _json_lines, load_set, read_set
 from retriever.finetune.late import HELD_OUT
 from retriever.index import RERANK_DEPTH, ExtraRows, ToolIndex
+from retriever.metrics import ndcg_at
 from retriever.rerank.reranker import Reranker, maxsim
 from retriever.rerank.weights import load_weights
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
@@ -31,6 +30,7 @@ from proxy.learning.service import Learner
 from proxy.learning.traffic import Served, ServedQueries, build_state, held_out, served_of
 from proxy.plan.candidates import CandidateFinder
 from retriever.encoder import Encoder
+from retriever.metrics import ndcg_at
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class TrafficRetrieval:
         total = 0.0
         for query, row in zip(queries, rows, strict=True):
             ranked = [c.tool for c in finder.retrieve(query, row, CHECK_DEPTH)]
-            total += ndcg(ranked, relevant[query], CHECK_DEPTH)
+            total += ndcg_at(ranked, dict.fromkeys(relevant[query], 1), CHECK_DEPTH)
         return total / max(1, len(queries))
 
 
@@ -220,10 +220,3 @@ def _checked(served: Sequence[Served]) -> dict[str, set[str]]:
         if s.good > s.bad and held_out(s.query):
             found[s.query].add(s.tool)
     return dict(sorted(found.items())[:MAX_CHECKED])
-
-
-def ndcg(ranked: Sequence[str], relevant: set[str], k: int) -> float:
-    """Binary NDCG@k."""
-    gain = sum(1 / math.log2(i + 2) for i, tool in enumerate(ranked[:k]) if tool in relevant)
-    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
-    return gain / ideal if ideal else 0.0

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from eval.retrieval import evaluate, load_beir, ndcg_at, recall_at
+from eval.retrieval import evaluate, load_beir
 from graph_store.store import open_store
 from proxy.cli import main
 from proxy.config import load_settings
 from proxy.tools.packs.math.catalog import builtin_tools
 from retriever.config import RetrieverConfig
 from retriever.embedder import Encoder
+from retriever.metrics import ndcg_at, recall_at
 from tests.conftest import ONNX_DIR
 from tests.retriever.catalog import _TOOLS, catalog_tools
 
