@@ -11,6 +11,10 @@ optional enum (:func:`proxy.execute.arguments.without_unasked_options`), or when
 noun English uses for an arithmetic verb names it ("the magnitude of the sum" names
 ``add`` and ``magnitude``); nothing here knows any tool or question, only the schema
 and those nouns.
+
+:func:`composition_steps` orders the named operations innermost first: English nests a
+composition outermost first ("the magnitude of the sum": the sum is taken first) unless
+it says the order in words ("add them, then take the magnitude").
 """
 
 from __future__ import annotations
@@ -42,6 +46,30 @@ NOUNS = {
     "subtract": ("difference",),
     "divide": ("quotient",),
 }
+
+
+#: Words that put a request's steps in the order they are written.
+_IN_ORDER = re.compile(r"\b(then|after|afterwards|next|finally|followed by)\b")
+
+
+def composition_steps(tool: Tool, text: str) -> tuple[str, list[str]] | None:
+    """The operation selector of ``tool`` that ``text`` names two or more values of, and
+    those values in the order they must run (innermost first); None when there is none."""
+    named = operations_named(tool, text)
+    if not named:
+        return None
+    param, values = next(iter(named.items()))
+    words = " ".join(re.findall(r"\w+", text.lower()))
+    ordered = sorted(values, key=lambda value: _first_mention(words, value))
+    return param, ordered if _IN_ORDER.search(words) else ordered[::-1]
+
+
+def _first_mention(words: str, value: str) -> int:
+    spelled = " ".join(re.findall(r"\w+", value.lower().replace("_", " ")))
+    forms = [rf"(?<!\w){re.escape(spelled)}"]
+    forms += [rf"\b{noun}s?\b" for noun in NOUNS.get(spelled, ())]
+    found = [m.start() for form in forms if (m := re.search(form, words))]
+    return min(found, default=len(words))
 
 
 def _names(words: str, value: str) -> bool:

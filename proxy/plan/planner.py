@@ -8,9 +8,10 @@ is kept in ``plan.notes`` for the trace. The long-term memory is read only for t
 client ``scope`` names (a hash of its key); without one it is not read. Every plan's
 steps are then checked against their tools' preconditions, repaired or refused
 (:mod:`proxy.plan.preconditions`), whatever policy made it. A request the triage sorted
-as one call whose one tool is refused there (a count of a set no call has made), or
-that names two or more of that tool's operations (:mod:`proxy.plan.composition`), is
-decomposed after all: the triage took a chain for one call. A backtrack's re-plan
+as one call whose one tool is refused there (a count of a set no call has made) is
+decomposed after all: the triage took a chain for one call; one that names two or more
+of that tool's operations (:mod:`proxy.plan.composition`) becomes one step of the tool
+per operation, innermost first, without a decomposition call. A backtrack's re-plan
 (:meth:`RequestPlanner.replan`) chooses tools again for the sub-tasks already made,
 without asking the triage or the decomposition a second time. A client key's tool scope
 makes a planner of its own (:meth:`RequestPlanner.within`) whose candidate lists hold
@@ -41,9 +42,9 @@ from proxy.config import PlannerProfile, PlannerSettings
 from proxy.errors import ToolgraphError
 from proxy.llm import ChatModel, MeteredModel, metered
 from proxy.plan.candidates import CandidateFinder, TrafficVotes
-from proxy.plan.composition import operations_named
+from proxy.plan.composition import composition_steps
 from proxy.plan.decompose import decompose
-from proxy.plan.model import Plan, SubTask
+from proxy.plan.model import Decision, Plan, SubTask
 from proxy.plan.order import split_clauses
 from proxy.plan.policy import embed_subtasks, plan_without_llm
 from proxy.plan.preconditions import enforce_preconditions
@@ -260,6 +261,12 @@ class RequestPlanner:
         if not why:
             plan.notes.append("triage: one tool call, planned without a decomposition")
             return plan
+        steps = await asyncio.to_thread(self._composition, plan, conversation)
+        if steps is not None:
+            composed = _composed(conversation, *steps)
+            composed.notes[:0] = [*plan.notes, f"triage: one tool call, but {why}: one step each"]
+            composed.llm_calls, composed.tokens = plan.llm_calls, plan.tokens
+            return composed
         decomposed = await self._decomposed(
             conversation, counted, scope, config, exclude, tool_needed=True
         )
@@ -275,12 +282,21 @@ class RequestPlanner:
         refused = enforce_preconditions(plan, store, starts=False)
         if refused:
             return f"{', '.join(refused.values())} needs what an earlier call gives"
-        for name in plan.choices.values():
-            tool = store.get_tool(name)
-            named = operations_named(tool, conversation) if tool is not None else {}
-            for param, values in named.items():
-                return f"the request names {len(values)} of {name}'s {param}s ({', '.join(values)})"
+        steps = self._composition(plan, conversation)
+        if steps is not None:
+            name, param, values = steps
+            return f"the request names {len(values)} of {name}'s {param}s ({', '.join(values)})"
         return ""
+
+    def _composition(self, plan: Plan, conversation: str) -> tuple[str, str, list[str]] | None:
+        """The one-call ``plan``'s tool, its operation selector and the operations the
+        request composes, innermost first, when it names two or more (store reads)."""
+        for name in plan.choices.values():
+            tool = self.finder.store.get_tool(name)
+            steps = composition_steps(tool, conversation) if tool is not None else None
+            if steps is not None:
+                return name, *steps
+        return None
 
     async def _decomposed(
         self,
@@ -420,6 +436,30 @@ def _fell_back(exc: Exception) -> str:
     reason = exc.message if isinstance(exc, ToolgraphError) else str(exc)
     log.warning("planning fell back to the LLM-free policy: %s", reason)
     return f"fell back to the LLM-free policy: {reason}"
+
+
+def _composed(conversation: str, tool: str, param: str, values: Sequence[str]) -> Plan:
+    """One step of ``tool`` per operation of a composition, innermost first, each on the
+    result of the one before: no decomposition call (a 1.5B model split "the magnitude
+    of the sum" into five hand-calculation steps and ran out of model calls)."""
+    request = conversation.strip()
+    subtasks = [
+        SubTask(
+            id=f"s{i}",
+            text=f"Step {i} of {len(values)}, the {param} {value}"
+            + (f" on the result of s{i - 1}" if i > 1 else "")
+            + f": {request}",
+            needs=(f"s{i - 1}",) if i > 1 else (),
+        )
+        for i, value in enumerate(values, 1)
+    ]
+    plan = Plan(subtasks, {task.id: tool for task in subtasks}, "llm")
+    plan.decisions = [
+        Decision(task.id, [], tool, f"the request composes {tool}'s {param}s: {value}")
+        for task, value in zip(subtasks, values, strict=True)
+    ]
+    plan.made = tuple(subtasks)
+    return plan
 
 
 def _whole(conversation: str) -> SubTask:

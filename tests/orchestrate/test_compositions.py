@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from testing.brain import Brain, plan_of
+from testing.brain import Brain
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, sdk, trace, user
 
@@ -20,7 +20,8 @@ def proxy(start_proxy: StartProxy, brain: Brain) -> ServerThread:
     brain.sort = "one"
     brain.tools = {"angle": "vector_operation", "cross": "vector_operation"}
     brain.arguments = {
-        "cross product of": {"operation": "cross", "a": [0, 1, 0], "b": [0, 0, 1]},
+        "operation cross": {"operation": "cross", "a": [0, 1, 0], "b": [0, 0, 1]},
+        "operation angle": {"operation": "angle", "a": [1, 0, 0], "b": [1, 0, 0]},
         "angle between": {"operation": "angle", "a": [1, 0, 0], "b": [0, 1, 0]},
     }
     return start_proxy(planner={"profile": "small", "pick": "llm", "memory_k": 0})
@@ -33,20 +34,22 @@ def ask(proxy: ServerThread, question: str) -> dict[str, Any]:
     return trace(proxy, raw.headers["x-toolgraph-trace-id"])
 
 
-def test_two_operations_of_the_one_tool_are_decomposed_into_two_calls(
+def test_two_operations_of_the_one_tool_become_two_calls_innermost_first(
     proxy: ServerThread, brain: Brain
 ) -> None:
-    brain.plan = plan_of(
-        ("the cross product of [0, 1, 0] and [0, 0, 1]", []),
-        ("the angle between [1, 0, 0] and the cross product", ["s1"]),
-    )
     found = ask(proxy, COMPOSED)
-    assert brain.asked["decompose"] == 1
-    assert [call["arguments"]["operation"] for call in found["calls"]] == ["cross", "angle"]
+    assert brain.asked["decompose"] == 0  # the steps come from the schema, not the model
+    calls = found["calls"]
+    assert [call["arguments"]["operation"] for call in calls] == ["cross", "angle"]
+    assert [call["tool"] for call in calls] == ["vector_operation", "vector_operation"]
+    assert calls[0]["output"]["result"] == [1.0, 0.0, 0.0]  # (0,1,0) x (0,0,1)
     assert (
         "triage: one tool call, but the request names 2 of vector_operation's operations "
-        "(cross, angle): decomposed"
+        "(cross, angle): one step each"
     ) in found["plan"]["notes"]
+    steps = found["plan"]["subtasks"]
+    assert [step["needs"] for step in steps] == [[], ["s1"]]
+    assert steps[1]["text"].startswith("Step 2 of 2, the operation angle on the result of s1")
 
 
 def test_one_operation_named_stays_one_call(proxy: ServerThread, brain: Brain) -> None:

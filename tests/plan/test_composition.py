@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.plan.composition import operations_named
+from proxy.plan.composition import composition_steps, operations_named
 from proxy.tools.packs.math.catalog import builtin_tools
 
 VECTORS = next(tool for tool in builtin_tools() if tool.name == "vector_operation")
@@ -34,3 +34,21 @@ def test_two_operations_named_by_verb_or_noun(text: str, named: list[str]) -> No
 )
 def test_one_operation_named_is_not_a_composition(text: str) -> None:
     assert operations_named(VECTORS, text) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "steps"),
+    [
+        ("the magnitude of the sum of [1, 2] and [3, 4]", ["add", "magnitude"]),
+        ("the angle between a and the cross product of b and c", ["cross", "angle"]),
+        ("add [1, 2] and [3, 4], then take the magnitude", ["add", "magnitude"]),
+        ("normalize a, then the angle between it and b", ["normalize", "angle"]),
+        ("the angle between b and the normalized a", ["normalize", "angle"]),
+    ],
+)
+def test_a_composition_runs_innermost_first(text: str, steps: list[str]) -> None:
+    assert composition_steps(VECTORS, text) == ("operation", steps)
+
+
+def test_one_operation_is_no_composition() -> None:
+    assert composition_steps(VECTORS, "the magnitude of [3, 4]") is None
