@@ -174,7 +174,11 @@ class PlanRun:
 
     def infeasible(self) -> set[str]:
         """The tools whose calls could not be fed (:attr:`CallRecord.infeasible`)."""
-        return {r.node.tool for r in self.records.values() if r.infeasible}
+        return set(self.infeasible_nodes().values())
+
+    def infeasible_nodes(self) -> dict[str, str]:
+        """Node id → tool, for the calls that could not be fed."""
+        return {r.node.id: r.node.tool for r in self.records.values() if r.infeasible}
 
     def unfinished(self) -> list[str]:
         """What could not be done, one line per call, for the answer and the trace."""

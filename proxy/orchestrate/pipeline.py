@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import JsonValue
@@ -220,16 +220,19 @@ class Pipeline:
         first pick could not. When none is left the user is asked what the first such
         run needed, or the answer says why the first such run failed."""
         model = self._model(turn)
-        reusable, excluded = earlier, frozenset[str]()
+        reusable = earlier
+        blocked: dict[str, frozenset[str]] = {}  # sub-task → tools that could not run there
         asking: _Run | None = None  # the first run that ended in a question
         first: _Run | None = None  # the first run that could not run: the likeliest pick
         backtracks = 0
         notes: list[str] = []  # the backtracks so far, for the trace's plan
         plan: Plan | None = None  # the run before: a re-plan keeps its sub-tasks
         while True:
-            plan, tool_plan = await self._plan(turn, catalog, model, excluded, plan)
+            plan, tool_plan = await self._plan(turn, catalog, model, blocked, plan)
             plan.notes[:0] = notes
-            if not tool_plan.nodes or excluded & {node.tool for node in tool_plan.nodes}:
+            if not tool_plan.nodes or any(
+                node.tool in blocked.get(node.id, ()) for node in tool_plan.nodes
+            ):
                 kept = asking or first
                 if kept is None:
                     return turn.executed
@@ -237,16 +240,17 @@ class Pipeline:
             say("calling " + ", ".join(dict.fromkeys(node.tool for node in tool_plan.nodes)) + "…")
             executed = await self._execute(turn, catalog, tool_plan, model, reusable, say)
             run = _Run(executed, plan, tool_plan)
-            infeasible = executed.run.infeasible()
+            infeasible = executed.run.infeasible_nodes()
             if not infeasible or backtracks == BACKTRACKS:
                 break
             first = first or run
             if asking is None and executed.run.questions():
                 asking = run
-            excluded |= infeasible
+            for node_id, tool in infeasible.items():
+                blocked[node_id] = blocked.get(node_id, frozenset()) | {tool}
             backtracks += 1
             reusable = [*reusable, *succeeded_calls(executed)]
-            notes.append(f"backtrack: {', '.join(sorted(infeasible))} could not run")
+            notes.append(f"backtrack: {', '.join(sorted(set(infeasible.values())))} could not run")
         if asking is not None and executed.run.questions():
             executed = asking.settle(turn, notes)  # what the likeliest pick needed
         elif first is not None and executed.run.infeasible():
@@ -260,11 +264,11 @@ class Pipeline:
         turn: Turn,
         catalog: Catalog,
         model: MeteredModel,
-        excluded: frozenset[str] = frozenset(),
+        blocked: Mapping[str, frozenset[str]] | None = None,
         earlier: Plan | None = None,
     ) -> tuple[Plan, ToolPlan]:
         """The plan and its tool DAG; with ``earlier`` (a backtrack's), its sub-tasks
-        given tools again, none of ``excluded``."""
+        given tools again, none that ``blocked`` names for that sub-task."""
         with turn.stage("plan"):
             conversation = conversation_text(turn.messages)
             planner = catalog.planner
@@ -276,12 +280,11 @@ class Pipeline:
                     model,
                     turn.client,
                     turn.target.planner,
-                    excluded,
                     tool_needed=self._sure_of_a_tool(turn),
                 )
             else:
                 plan = await planner.replan(
-                    earlier, conversation, model, turn.client, turn.target.planner, excluded
+                    earlier, conversation, model, turn.client, turn.target.planner, blocked
                 )
             tool_plan = await asyncio.to_thread(plan.tool_plan, catalog.store)
         offered = {c.tool for d in plan.decisions for c in d.candidates}

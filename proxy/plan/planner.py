@@ -161,19 +161,26 @@ class RequestPlanner:
         model: ChatModel | None,
         scope: str | None = None,
         profile: PlannerProfile | None = None,
-        exclude: frozenset[str] = frozenset(),
+        blocked: Mapping[str, frozenset[str]] | None = None,
     ) -> Plan:
-        """Tools chosen again, none of ``exclude``, for the sub-tasks ``earlier`` was made
-        of (a backtrack's re-plan): no triage and no decomposition, which were asked once
-        for the request; asked again, they cost their time and may decide otherwise."""
+        """Tools chosen again for the sub-tasks ``earlier`` was made of (a backtrack's
+        re-plan), none that ``blocked`` names for a sub-task (by its id: an earlier run
+        could not run it there; it may still serve another sub-task): no triage and no
+        decomposition, which were asked once for the request; asked again, they cost
+        their time and may decide otherwise. The LLM-free policy keeps out every
+        blocked tool everywhere."""
         subtasks = list(earlier.made) or [_whole(conversation)]
         note = "re-planned: the sub-tasks kept, their tools chosen again"
+        blocked = blocked or {}
+        anywhere = frozenset().union(*blocked.values())
 
         async def chosen(planner: RequestPlanner, config: PlannerSettings) -> Plan:
             if model is None or config.policy == "graph":
-                return await planner._without_llm(subtasks, [note], exclude)
+                return await planner._without_llm(subtasks, [note], anywhere)
             counted = metered(model)
-            plan = await planner._select(conversation, subtasks, counted, scope, config, exclude)
+            plan = await planner._select(
+                conversation, subtasks, counted, scope, config, frozenset(), blocked
+            )
             plan.notes.insert(0, note)
             return plan
 
@@ -347,7 +354,11 @@ class RequestPlanner:
         scope: str | None,
         config: PlannerSettings,
         exclude: frozenset[str],
+        blocked: Mapping[str, frozenset[str]] | None = None,
     ) -> Plan:
+        """A tool chosen for each sub-task by the depth-first search; ``exclude`` kept
+        out everywhere, ``blocked`` out of the one sub-task it names (the LLM-free
+        fallback keeps both out everywhere)."""
         plan = Plan(list(subtasks), {}, "llm")
         try:
             with metrics.STAGE_LATENCY.labels("select").time():
@@ -369,9 +380,11 @@ class RequestPlanner:
                     budget=config.step_budget,
                     rounds=config.reflection_rounds,
                     exclude=exclude,
+                    blocked=blocked,
                 )
         except (ToolgraphError, PlanningFailed) as exc:
-            plan = await self._without_llm(subtasks, [_fell_back(exc)], exclude)
+            anywhere = exclude.union(*(blocked or {}).values())
+            plan = await self._without_llm(subtasks, [_fell_back(exc)], anywhere)
         plan.llm_calls, plan.tokens = counted.usage.asked, counted.usage.total_tokens
         plan.made = tuple(subtasks)
         return plan

@@ -54,6 +54,9 @@ class Walk:
     budget: int
     excluded: dict[str, set[str]] = field(default_factory=dict)  # sub-task → tools
     noise: set[str] = field(default_factory=set)  # tools excluded everywhere
+    #: sub-task → tools an earlier run of the request could not run for it (kept through
+    #: the walk's own backtracks, which reset ``excluded``)
+    blocked: Mapping[str, frozenset[str]] = field(default_factory=dict)
     lessons: list[str] = field(default_factory=list)  # reflection reasons
 
 
@@ -133,7 +136,7 @@ class DepthFirstSearch:
         return candidates, descriptions
 
     def _candidates(self, walk: Walk, task: SubTask, vector: Vectors) -> list[Candidate]:
-        banned = walk.noise | walk.excluded.get(task.id, set())
+        banned = walk.noise | walk.excluded.get(task.id, set()) | walk.blocked.get(task.id, set())
         after = chosen_tool_ids(walk.plan, self.finder, task)
         found = self.finder.find(
             task.text,
@@ -346,9 +349,11 @@ async def search_with_reflection(
     budget: int,
     rounds: int,
     exclude: frozenset[str] = frozenset(),
+    blocked: Mapping[str, frozenset[str]] | None = None,
 ) -> Walk:
-    """The walk and its reflection rounds; tools in ``exclude`` are never offered."""
-    walk = Walk(plan, budget, noise=set(exclude))
+    """The walk and its reflection rounds; tools in ``exclude`` are never offered, those
+    ``blocked`` names for a sub-task never for that one."""
+    walk = Walk(plan, budget, noise=set(exclude), blocked=blocked or {})
     await search.walk(request, walk, vectors)
     order = topological(plan.subtasks)
     for _ in range(rounds):

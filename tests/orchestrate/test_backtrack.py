@@ -153,3 +153,53 @@ def test_a_pick_that_cannot_be_reached_backtracks_to_the_next_candidate(
     assert call["tool"] != "remote_evaluator"
     assert call["outcome"] == "ok"
     assert "backtrack: remote_evaluator could not run" in found["plan"]["notes"]
+
+
+@dataclass
+class BySubTask(ByTool):
+    """Arguments by tool and sub-task: the tool in ``unfed`` cannot be fed for the
+    sub-task that names ``unfed_in``, every other pair can."""
+
+    unfed: str = ""
+    unfed_in: str = "2*pi*50"
+
+    def _script(self, request: dict[str, Any], stage: str, system: str) -> Script | None:
+        if stage == "arguments":
+            prompt = str(request["messages"][1]["content"])
+            task = re.search(r"Sub-task: (.*)", prompt)
+            expression = re.search(r"Evaluate (\S+) ", task.group(1) if task else "")
+            spec = re.search(r"Tool:\n(.*)", prompt)
+            name = json.loads(spec.group(1))["name"] if spec else ""
+            fed = not (name == self.unfed and self.unfed_in in prompt.split("Sub-task:")[1])
+            self.by_tool = {name: {"expression": expression.group(1)}} if fed and expression else {}
+        return super()._script(request, stage, system)
+
+
+def test_a_tool_unfed_for_one_sub_task_is_still_offered_for_another(
+    start_proxy: StartProxy, upstream: FakeUpstream
+) -> None:
+    """The re-plan keeps a tool out of the sub-task it could not run for only: for the
+    other it is still the first candidate, and its call there stands."""
+    brain = BySubTask(
+        plan=plan_of(("Evaluate 2*pi*50 numerically.", []), ("Evaluate 2*pi*60 numerically.", []))
+    )
+    upstream.responder = brain
+    brain.sort = "several"
+    proxy = start_proxy(planner={**PLANNER, "triage": True})
+    ask = "Evaluate 2*pi*50 numerically, and evaluate 2*pi*60 numerically."
+    first = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(ask), extra_body=ORCHESTRATE
+    )
+    calls = trace(proxy, first.headers["x-toolgraph-trace-id"])["calls"]
+    (tool,) = {call["tool"] for call in calls}  # both sub-tasks pick the same tool first
+    brain.unfed = tool
+    raw = sdk(proxy).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(ask), extra_body=ORCHESTRATE
+    )
+    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    by_step = {call["node"]: call for call in found["calls"]}
+    assert f"backtrack: {tool} could not run" in found["plan"]["notes"]
+    assert by_step["s1"]["tool"] != tool
+    assert by_step["s1"]["outcome"] == "ok"
+    assert by_step["s2"]["tool"] == tool
+    assert by_step["s2"]["outcome"] == "ok"
