@@ -44,7 +44,9 @@ from retriever.gate.train import (
     Array,
     Design,
     Options,
+    add_fit_arguments,
     choose_threshold,
+    fit_options,
     held_out_gate,
     load_design,
     progress,
@@ -61,18 +63,7 @@ COSINES = np.round(np.arange(0.0, 0.951, 0.01), 2)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m eval.gate_report", description=__doc__)
     parser.add_argument("--data", type=Path, required=True, help="the train/ folder")
-    parser.add_argument("--hidden", type=int, default=Options.hidden, help="0: logistic")
-    parser.add_argument("--steps", type=int, default=Options.steps)
-    parser.add_argument("--scalars-only", action="store_true",
-                        help="the gate without the query's vector (7 inputs)")  # fmt: skip
-    parser.add_argument("--augmented-weight", type=float, default=Options.augmented_weight,
-                        help="weight of the made 'no tool' rows (0: none)")  # fmt: skip
-    parser.add_argument("--no-coverage", action="store_true",
-                        help="without the catalog's background (gate/background.py)")  # fmt: skip
-    parser.add_argument("--no-broad", action="store_true",
-                        help="without the rows against broad catalogs (gate/broad.py)")  # fmt: skip
-    parser.add_argument("--no-cutoff", action="store_true",
-                        help="without the catalog's cutoff (gate/cutoff.py)")  # fmt: skip
+    add_fit_arguments(parser)
     parser.add_argument("--sources", default="",
                         help="the sources to hold out, comma-separated (default: all)")  # fmt: skip
     parser.add_argument("--broad", type=Path, nargs="?", const=dataset("toolbench_stable"),
@@ -88,16 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=RESULTS)
     parser.add_argument("--plot", type=Path, default=PLOT)
     args = parser.parse_args(argv)
-    data, encoder = load_design(args.data, choice=args.encoder)
-    options = Options(
-        hidden=args.hidden,
-        steps=args.steps,
-        query_vector=not args.scalars_only,
-        augmented_weight=args.augmented_weight,
-        coverage=not args.no_coverage,
-        broad=not args.no_broad,
-        cutoff=not args.no_cutoff,
-    )
+    data, encoder = load_design(args.data, seed=args.seed, choice=args.encoder)
+    options = fit_options(args)
     report: dict[str, Any] = {"options": options.__dict__, "sources": {}}
     real = data.real()
     sources = [s for s in SOURCES if not args.sources or s in args.sources.split(",")]

@@ -20,9 +20,10 @@ from retriever.gate.model import WEIGHTS, EncoderChoice
 from retriever.gate.train import (
     RULES,
     SHIPPED_RULE,
-    Options,
+    add_fit_arguments,
     choose_bank_quantile,
     fit,
+    fit_options,
     judged_out_of_source,
     load_design,
     progress,
@@ -35,18 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="the train/ folder")
     parser.add_argument("--out", type=Path, default=WEIGHTS, help="where weights.json goes")
     parser.add_argument("--cache", type=Path, default=CACHE, help="text vectors (gitignored)")
-    parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--encoder", choices=get_args(EncoderChoice), default="bundled",
                         help="bundled: MiniLM as it is (the shipped file); default: the "
                         "retriever's default encoder, adapter included")  # fmt: skip
-    parser.add_argument("--scalars-only", action="store_true",
-                        help="without the query's vector (measured, not shipped)")  # fmt: skip
-    parser.add_argument("--no-coverage", action="store_true",
-                        help="without the catalog's background (gate/background.py)")  # fmt: skip
-    parser.add_argument("--no-broad", action="store_true",
-                        help="without the rows against broad catalogs (gate/broad.py)")  # fmt: skip
-    parser.add_argument("--no-cutoff", action="store_true",
-                        help="without the catalog's cutoff (gate/cutoff.py)")  # fmt: skip
+    add_fit_arguments(parser)
     parser.add_argument("--bank", action="store_true",
                         help="only embed bank.txt into bank.npz (the background bank)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -56,13 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--data is required")
     started = time.perf_counter()
     data, encoder = load_design(args.data, args.cache, args.seed, args.encoder)
-    options = Options(
-        seed=args.seed,
-        query_vector=not args.scalars_only,
-        coverage=not args.no_coverage,
-        broad=not args.no_broad,
-        cutoff=not args.no_cutoff,
-    )
+    options = fit_options(args)
     judged, predicted, cuts = judged_out_of_source(data, options, encoder, progress)
     progress("fitting on every source")
     gate = fit(data, options, encoder, sorted(set(data.sources.tolist())))

@@ -12,6 +12,7 @@ Rows with an empty catalog are decided by rule (no tool can serve) and not fitte
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import sys
 from collections.abc import Callable, Sequence
@@ -107,6 +108,38 @@ class Options:
     def scalars(self) -> list[str]:
         """The scalars a gate fitted with these options reads."""
         return [*SCALARS, *(COVERAGE if self.coverage else ())]
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that shape a fit (:class:`Options`), read back by :func:`fit_options`:
+    ``python -m retriever.gate`` and ``python -m eval.gate_report`` take the same ones."""
+    parser.add_argument("--seed", type=int, default=Options.seed)
+    parser.add_argument("--hidden", type=int, default=Options.hidden, help="0: logistic")
+    parser.add_argument("--steps", type=int, default=Options.steps)
+    parser.add_argument("--augmented-weight", type=float, default=Options.augmented_weight,
+                        help="weight of the made 'no tool' rows (0: none)")  # fmt: skip
+    parser.add_argument("--scalars-only", action="store_true",
+                        help="without the query's vector (measured, not shipped)")  # fmt: skip
+    parser.add_argument("--no-coverage", action="store_true",
+                        help="without the catalog's background (gate/background.py)")  # fmt: skip
+    parser.add_argument("--no-broad", action="store_true",
+                        help="without the rows against broad catalogs (gate/broad.py)")  # fmt: skip
+    parser.add_argument("--no-cutoff", action="store_true",
+                        help="without the catalog's cutoff (gate/cutoff.py)")  # fmt: skip
+
+
+def fit_options(args: argparse.Namespace) -> Options:
+    """The :class:`Options` of the flags :func:`add_fit_arguments` added."""
+    return Options(
+        hidden=args.hidden,
+        steps=args.steps,
+        seed=args.seed,
+        query_vector=not args.scalars_only,
+        augmented_weight=args.augmented_weight,
+        coverage=not args.no_coverage,
+        broad=not args.no_broad,
+        cutoff=not args.no_cutoff,
+    )
 
 
 def design(

@@ -3,6 +3,7 @@ obvious cases, and its training is seeded."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +22,14 @@ from retriever.gate.train import (
     RECALL_TARGET,
     Design,
     Options,
+    add_fit_arguments,
     balanced_accuracy,
     choose_balanced_threshold,
     choose_cost_threshold,
     choose_recall_threshold,
     choose_threshold,
     fit,
+    fit_options,
 )
 from tests.orchestrate.test_builtin_search import REQUESTS
 
@@ -190,6 +193,18 @@ def test_training_is_seeded() -> None:
     first = fit(data, options, "enc", ["a", "b"]).spec
     assert fit(data, options, "enc", ["a", "b"]).spec == first
     assert fit(data, Options(hidden=4, steps=20, seed=1), "enc", ["a", "b"]).spec != first
+
+
+def test_the_fit_flags_give_the_options() -> None:
+    parser = argparse.ArgumentParser()
+    add_fit_arguments(parser)
+    assert fit_options(parser.parse_args([])) == Options()
+    flags = ["--no-coverage", "--no-broad", "--no-cutoff", "--scalars-only", "--steps", "7"]
+    options = fit_options(parser.parse_args([*flags, "--seed", "2", "--augmented-weight", "0"]))
+    assert options == Options(
+        steps=7, seed=2, query_vector=False, augmented_weight=0.0,
+        coverage=False, broad=False, cutoff=False,
+    )  # fmt: skip
 
 
 def test_a_gate_without_the_query_vector_ignores_it() -> None:
