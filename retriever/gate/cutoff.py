@@ -64,19 +64,39 @@ def bank_scores(gate: Gate, scalars: Array, queries: Array) -> Array:
     return np.sort(gate.probability(scalars, queries))
 
 
+def catalog_bank_scores(
+    gate: Gate, view: CatalogView, vectors: Vectors, texts: Sequence[str]
+) -> Array:
+    """The gate's probability for each bank request against one catalog, sorted (none
+    for an empty catalog)."""
+    if not len(view):
+        return np.zeros(0)
+    return bank_scores(gate, bank_scalars(view, vectors, texts), vectors.astype(np.float64))
+
+
 def catalog_cutoff(gate: Gate, view: CatalogView, vectors: Vectors, texts: Sequence[str]) -> float:
     """The cutoff of one catalog (0 where the gate has no ``bank_quantile``)."""
-    quantile = gate.spec.bank_quantile
-    if not quantile or not len(view):
+    if not gate.spec.bank_quantile or not len(view):
         return 0.0
-    scored = bank_scores(gate, bank_scalars(view, vectors, texts), vectors.astype(np.float64))
-    return float(np.quantile(scored, quantile))
+    return cutoff_of(gate, catalog_bank_scores(gate, view, vectors, texts))
 
 
-def cutoffs(gate: Gate, bank: BankRows, catalogs: npt.NDArray[np.int_]) -> Array:
+def cutoff_of(gate: Gate, scored: Array) -> float:
+    """The cutoff the bank's scores against a catalog (``scored``) give (0 where the gate
+    has no ``bank_quantile`` or there are none)."""
+    quantile = gate.spec.bank_quantile
+    return float(np.quantile(scored, quantile)) if quantile and len(scored) else 0.0
+
+
+def cutoffs(
+    gate: Gate,
+    bank: BankRows,
+    catalogs: npt.NDArray[np.int_],
+    quantiles: Sequence[float] = QUANTILES,
+) -> Array:
     """For each row (its catalog's index into ``bank``, -1: none) the cutoff at every
-    quantile of :data:`QUANTILES` (rows x quantiles)."""
-    levels = np.zeros((len(bank.scalars), len(QUANTILES)))
+    quantile of ``quantiles`` (rows x quantiles)."""
+    levels = np.zeros((len(bank.scalars), len(quantiles)))
     used = np.unique(catalogs[catalogs >= 0])
     n_bank = bank.queries.shape[0]
     for start in range(0, len(used), CHUNK):
@@ -84,6 +104,6 @@ def cutoffs(gate: Gate, bank: BankRows, catalogs: npt.NDArray[np.int_]) -> Array
         flat = bank.scalars[chunk].reshape(len(chunk) * n_bank, -1)
         queries = np.tile(bank.queries, (len(chunk), 1))
         scored = gate.probability(flat, queries).reshape(len(chunk), n_bank)
-        levels[chunk] = np.quantile(scored, QUANTILES, axis=1).T
+        levels[chunk] = np.quantile(scored, quantiles, axis=1).T
     result: Array = np.where((catalogs >= 0)[:, None], levels[np.maximum(catalogs, 0)], 0.0)
     return result

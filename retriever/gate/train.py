@@ -399,14 +399,19 @@ def out_of_source(
 
 
 def judged_out_of_source(
-    data: Design, options: Options, encoder: str, say: Callable[[str], None], prefix: str = ""
+    data: Design,
+    options: Options,
+    encoder: str,
+    say: Callable[[str], None],
+    prefix: str = "",
+    quantiles: Sequence[float] = QUANTILES,
 ) -> tuple[Design, Array, Array]:
     """``data.judged()``, each of its rows scored by a gate fitted without its source,
     and (where ``data`` has a bank) the cutoffs of that gate at every quantile of
-    :data:`~retriever.gate.cutoff.QUANTILES` (rows x quantiles; zeros without a bank)."""
+    ``quantiles`` (rows x quantiles; zeros without a bank)."""
     judged = data.judged()
     probability = np.zeros(len(judged))
-    cuts = np.zeros((len(judged), len(QUANTILES)))
+    cuts = np.zeros((len(judged), len(quantiles)))
     for source in _present(judged):
         say(f"{prefix}fold without {source}")
         keep = ~np.isin(data.sources, OVERLAPS.get(source, (source,)))
@@ -414,7 +419,7 @@ def judged_out_of_source(
         gate = fit(data.subset(keep), options, encoder, [])
         probability[rows] = scores(gate, judged.subset(rows))
         if judged.bank is not None and judged.catalogs is not None:
-            cuts[rows] = cutoffs(gate, judged.bank, judged.catalogs[rows])
+            cuts[rows] = cutoffs(gate, judged.bank, judged.catalogs[rows], quantiles)
     return judged, probability, cuts
 
 
