@@ -33,6 +33,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
@@ -66,6 +67,10 @@ from proxy.tenancy.keys import scoped
 from proxy.upstream import within
 from retriever.conversation import conversation_query
 
+if TYPE_CHECKING:
+    from retriever.gate.catalog import CatalogGate
+    from retriever.gate.model import Decision
+
 log = logging.getLogger(__name__)
 
 #: Re-plans after a run whose picks could not be fed, before the user is asked.
@@ -76,6 +81,12 @@ BACKTRACKS = 2
 #: no-tool question of the dev and default e2e suites scored 0.8 or more in one clause,
 #: while 5 of their 13 one-tool questions did (`python -m eval.e2e` traces, gate score).
 SURE_OF_A_TOOL = 0.8
+#: ... and the share of the gate's bank of requests that need no tool
+#: (retriever/gate/bank.txt) a request must also outscore against the catalog: in a
+#: broad catalog those score 0.8 or more too (toolbench_stable's 200-API catalogs: 5-6 %
+#: of chit-chat and NQ-open requests), where in a narrow one the bar stays 0.8
+#: (``python -m eval.gate_rules``, docs/benchmarks.md#gate).
+SURE_BANK_QUANTILE = 0.98
 #: The share of a request's time left when planning starts in which no planning or
 #: argument call starts, so that the answer is asked before the deadline: a small model
 #: decomposing and picking on two busy cores reached an 810 s deadline with no answer.
@@ -86,6 +97,14 @@ Say = Callable[[str], None]
 
 def silent(text: str) -> None:
     pass
+
+
+def sure_of_a_tool(decision: Decision, gate: CatalogGate) -> bool:
+    """Whether the gate's score rules out the triage's "none": at least
+    :data:`SURE_OF_A_TOOL`, and at least the :data:`SURE_BANK_QUANTILE` quantile of the
+    scores that requests needing no tool get against the same catalog
+    (``CatalogGate.bank_level``)."""
+    return decision.score >= max(SURE_OF_A_TOOL, gate.bank_level(SURE_BANK_QUANTILE))
 
 
 class Pipeline:
@@ -204,10 +223,12 @@ class Pipeline:
         return catalog.gate.gate.spec.confident_threshold
 
     @staticmethod
-    def _sure_of_a_tool(turn: Turn) -> bool:
-        """Whether the gate scored the request at least :data:`SURE_OF_A_TOOL`: the
-        triage's "none" is then ruled out."""
-        return turn.gate is not None and turn.gate.score >= SURE_OF_A_TOOL
+    def _sure_of_a_tool(turn: Turn, catalog: Catalog) -> bool:
+        return (
+            turn.gate is not None
+            and catalog.gate is not None
+            and sure_of_a_tool(turn.gate, catalog.gate)
+        )
 
     async def _plan_and_execute(
         self, turn: Turn, catalog: Catalog, earlier: list[EarlierCall], say: Say
@@ -280,7 +301,7 @@ class Pipeline:
                     model,
                     turn.client,
                     turn.target.planner,
-                    tool_needed=self._sure_of_a_tool(turn),
+                    tool_needed=self._sure_of_a_tool(turn, catalog),
                 )
             else:
                 plan = await planner.replan(

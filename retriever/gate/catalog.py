@@ -14,7 +14,7 @@ from retriever.batching import BatchingEmbedder
 from retriever.embedder import Encoder, Vectors
 from retriever.errors import ModelNotFound
 from retriever.gate.background import BANK, Background, bank_texts
-from retriever.gate.cutoff import catalog_cutoff
+from retriever.gate.cutoff import catalog_bank_scores, catalog_cutoff, cutoff_of
 from retriever.gate.features import CatalogView
 from retriever.gate.model import Decision, Gate
 
@@ -61,14 +61,20 @@ class CatalogGate:
             view = CatalogView(matrix, tuple(words[0]), tuple(words[1]))
         else:
             view = CatalogView.of(matrix, documents)
-        # The catalog's background and cutoff, once per catalog version (the bank's
-        # requests against every tool; timed in retriever/gate/README.md).
+        # The catalog's background, the bank's scores and the cutoff, once per catalog
+        # version (the bank's requests against every tool; timed in retriever/gate/README.md).
         if gate.reads_coverage:
             view = view.with_background(BANK.of(encoder))
         self.view = view
-        self.cutoff = 0.0
-        if gate.cuts:
-            self.cutoff = catalog_cutoff(gate, view, BANK.of(encoder), bank_texts())
+        #: The gate's scores of the bank's requests (which need no tool) against this
+        #: catalog, sorted: in a broad catalog they score high too (:meth:`bank_level`).
+        self.bank_scores = catalog_bank_scores(gate, view, BANK.of(encoder), bank_texts())
+        self.cutoff = cutoff_of(gate, self.bank_scores) if gate.cuts else 0.0
+
+    def bank_level(self, quantile: float) -> float:
+        """The ``quantile`` quantile of :attr:`bank_scores` (0 for an empty catalog): a
+        score under it is no proof that a tool is needed, whatever its size."""
+        return float(np.quantile(self.bank_scores, quantile)) if len(self.bank_scores) else 0.0
 
     def decide(self, query: str, threshold: float | None = None) -> Decision:
         """Whether a tool of this catalog serves ``query`` (the conversation's recent

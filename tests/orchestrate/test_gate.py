@@ -8,12 +8,17 @@ from typing import Any
 import pytest
 
 from proxy.config import load_settings
-from proxy.orchestrate.pipeline import SURE_OF_A_TOOL
+from proxy.orchestrate.pipeline import SURE_BANK_QUANTILE, SURE_OF_A_TOOL, sure_of_a_tool
 from proxy.plan.planner import UNTRIAGED
+from proxy.tools.packs.math.catalog import builtin_tools
+from retriever.documents import tool_fields
 from retriever.embedder import load_encoder
+from retriever.gate.catalog import CatalogGate
+from retriever.gate.features import gate_document
 from retriever.gate.model import load_gate
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
+from tests.retriever.test_gate import MARGIN, broad_documents
 
 # On the built-in catalog these two score about 0.02, under the confident threshold
 # (0.04) and the balanced one (0.24); the expression 0.99.
@@ -156,3 +161,22 @@ def test_under_triage_the_gate_refuses_only_when_confident(
     assert brain.asked["triage"] == 1
     assert recorded["plan"]["notes"][0] == UNTRIAGED
     assert "314.15" in answer
+
+
+def test_sure_of_a_tool_is_relative_to_the_catalogs_bank() -> None:
+    """In a broad catalog a question a model answers itself scores over 0.8 too ("What is
+    a stock market index?" 0.85 against fifty tools with a stock quote among them):
+    the bar rises to the bank's level there, so the triage may still say "none"; on the
+    built-in catalog it stays 0.8."""
+    gate = load_gate()
+    encoder = load_encoder(gate.encoder_config(load_settings().retriever))
+    documents = [gate_document(tool_fields(t)) for t in builtin_tools()]
+    builtin = CatalogGate(gate, encoder, documents)
+    broad = CatalogGate(gate, encoder, broad_documents())
+    assert builtin.bank_level(SURE_BANK_QUANTILE) < SURE_OF_A_TOOL
+    assert broad.bank_level(SURE_BANK_QUANTILE) > SURE_OF_A_TOOL + MARGIN
+    knowledge = broad.decide("What is a stock market index?")
+    assert knowledge.score >= SURE_OF_A_TOOL + MARGIN
+    assert not sure_of_a_tool(knowledge, broad)
+    assert sure_of_a_tool(broad.decide("Find a pharmacy open now near me"), broad)
+    assert sure_of_a_tool(builtin.decide(QUESTION), builtin)
