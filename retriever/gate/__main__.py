@@ -21,7 +21,7 @@ from retriever.gate.train import (
     RULES,
     SHIPPED_RULE,
     add_fit_arguments,
-    choose_bank_quantile,
+    choose_cutoff_quantile,
     fit,
     fit_options,
     judged_out_of_source,
@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     thresholds = {name: rule(predicted[real], judged.subset(real)) for name, rule in RULES.items()}
     quantile = 0.0
     if options.cutoff:
-        quantile = choose_bank_quantile(predicted, cuts, judged, thresholds[SHIPPED_RULE])
+        quantile = choose_cutoff_quantile(
+            predicted, cuts, judged, thresholds[SHIPPED_RULE], options
+        )
     progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE}), cutoff {quantile}")
     chosen = {
         "threshold": thresholds[SHIPPED_RULE],

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -103,6 +103,10 @@ class Options:
     broad_weight: float = 0.5
     #: Choose the catalog's cutoff (:mod:`~retriever.gate.cutoff`) beside the thresholds.
     cutoff: bool = True
+    #: The rows its quantile is chosen on (:func:`choose_cutoff_quantile`): ``judged``,
+    #: the real rows and those against broad catalogs (the coverage gate's); ``broad``,
+    #: those against broad catalogs alone, where it acts (measured by eval.gate_rules).
+    cutoff_rows: Literal["broad", "judged"] = "judged"
 
     @property
     def scalars(self) -> list[str]:
@@ -126,6 +130,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
                         help="without the rows against broad catalogs (gate/broad.py)")  # fmt: skip
     parser.add_argument("--no-cutoff", action="store_true",
                         help="without the catalog's cutoff (gate/cutoff.py)")  # fmt: skip
+    parser.add_argument("--cutoff-rows", choices=("broad", "judged"), default="judged",
+                        help="the rows the cutoff's quantile is chosen on: those against "
+                        "broad catalogs, or those and the real rows")  # fmt: skip
 
 
 def fit_options(args: argparse.Namespace) -> Options:
@@ -139,6 +146,7 @@ def fit_options(args: argparse.Namespace) -> Options:
         coverage=not args.no_coverage,
         broad=not args.no_broad,
         cutoff=not args.no_cutoff,
+        cutoff_rows=args.cutoff_rows,
     )
 
 
@@ -303,7 +311,7 @@ def held_out_gate(
     thresholds = {name: rule(inner[real], judged.subset(real)) for name, rule in RULES.items()}
     gate = fit(training, options, encoder, train_sources)
     if options.cutoff and training.bank is not None:
-        quantile = choose_bank_quantile(inner, cuts, judged, thresholds[SHIPPED_RULE])
+        quantile = choose_cutoff_quantile(inner, cuts, judged, thresholds[SHIPPED_RULE], options)
         gate = Gate(gate.spec.model_copy(update={"bank_quantile": quantile or None}))
     return gate, thresholds
 
@@ -432,11 +440,23 @@ def choose_bank_quantile(
     :data:`~retriever.gate.cutoff.QUANTILES`), lowered where needed until ``floor`` of
     the requests needing a tool (pooled) stay on the tool side. 0: no cutoff."""
     needs = data.labels & data.has_catalog
-    at = [np.maximum(threshold, cuts[:, i]) for i in range(len(QUANTILES))]
+    at = [np.maximum(threshold, cuts[:, i] if q else 0.0) for i, q in enumerate(QUANTILES)]
     best = max(range(len(QUANTILES)), key=lambda i: balanced_accuracy(probability, data, at[i]))
     while best and float(np.mean(probability[needs] >= at[best][needs])) < floor:
         best -= 1
     return QUANTILES[best]
+
+
+def choose_cutoff_quantile(
+    probability: Array, cuts: Array, data: Design, threshold: float, options: Options
+) -> float:
+    """:func:`choose_bank_quantile` on the rows ``options.cutoff_rows`` names: with
+    ``broad``, only those against broad catalogs, whose tool requests the floor then
+    keeps (a narrow catalog's bank scores low: the cutoff rarely binds there)."""
+    if options.cutoff_rows == "judged":
+        return choose_bank_quantile(probability, cuts, data, threshold)
+    broad = np.isin(data.categories, (BROAD_TOOL, BROAD_NONE))
+    return choose_bank_quantile(probability[broad], cuts[broad], data.subset(broad), threshold)
 
 
 def _present(data: Design) -> list[str]:
