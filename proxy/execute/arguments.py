@@ -270,7 +270,24 @@ def _assemble(
     arguments = {**resolve(written, values), **chosen, **fixed}
     refused = {f"{name!r} is a required property" for name in parsed if name not in picked}
     problems += [p for p in validate_arguments(tool, arguments) if p not in refused]
-    return arguments, problems
+    return _without_strays(tool, arguments, problems, fixed)
+
+
+def _without_strays(
+    tool: Tool,
+    arguments: dict[str, JsonValue],
+    problems: list[str],
+    fixed: Mapping[str, JsonValue],
+) -> tuple[dict[str, JsonValue], list[str]]:
+    """``arguments`` without the names the tool does not take, when those are all that
+    is wrong: a 1.5B writer added its own answer (``"result": 5.0``) beside a valid
+    magnitude call, twice, and the call was given up. Otherwise unchanged: a misnamed
+    parameter beside another problem is still named back to the writer."""
+    strays = [name for name in arguments if f"unknown parameter {name!r}" in problems]
+    if not strays or len(strays) != len(problems) or any(name in fixed for name in strays):
+        return arguments, problems
+    kept = {name: value for name, value in arguments.items() if name not in strays}
+    return kept, validate_arguments(tool, kept)
 
 
 def _numbered(sent: Mapping[str, JsonValue], choices: Choices) -> dict[str, JsonValue]:

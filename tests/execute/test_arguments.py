@@ -146,6 +146,16 @@ async def test_validation_errors_go_back_and_the_second_answer_counts(
     assert "nights: 'two' is not of type 'integer'" in retry[-1]["content"]
 
 
+async def test_a_name_the_tool_does_not_take_is_dropped_when_it_is_all_that_is_wrong(
+    upstream: FakeUpstream, model: UpstreamModel
+) -> None:
+    upstream.enqueue(answer({"hotel_id": "h1", "nights": 2, "result": "booked"}))
+    written = await ArgumentWriter().write(BOOK, "two nights at h1", {}, {}, model)
+    assert written.arguments == {"hotel_id": "h1", "nights": 2}
+    assert written.attempts == 1
+    assert len(upstream.requests) == 1
+
+
 async def test_the_writer_gives_up_after_its_attempts(
     upstream: FakeUpstream, model: UpstreamModel
 ) -> None:
