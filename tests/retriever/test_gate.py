@@ -84,12 +84,14 @@ MARGIN = 0.03
 #: The demo's requests that a model could answer by heart (a wavelength is c / f): they
 #: score in the uncertain band, under the balanced threshold but over the confident one,
 #: so they are answered directly, or, where the planner triages, sorted by the triage.
-BAND = (
-    "What is the wavelength of a 2.4 GHz signal?",  # the quick start's
+BAND = ("What is the wavelength of a 2.4 GHz signal?",)  # the quick start's
+#: Demo requests within MARGIN of the balanced threshold: no assertion holds on every CPU
+#: ("Compute the wavelength…" scores 0.21 with int8 queries on an AVX-512 VNNI CPU and
+#: 0.245 on an AVX2 one, either side of the balanced threshold 0.24).
+NEAR = (
+    "Magnetic field of a wire carrying 2 A at 5 cm",
     "Compute the wavelength of a 2.4 GHz signal",
 )
-#: A demo request within MARGIN of the balanced threshold: no assertion holds on every CPU.
-NEAR = ("Magnetic field of a wire carrying 2 A at 5 cm",)
 
 
 @pytest.mark.parametrize(

@@ -103,7 +103,11 @@ def test_the_shipped_bank_is_its_texts_as_the_gates_encoder_reads_them(encoder: 
     assert 200 <= len(texts) == len(set(texts))
     assert BANK_VECTORS.stat().st_size < 150_000
     fresh = encoder.encode(texts[:40])
-    assert np.min(np.sum(fresh * vectors[:40], axis=1)) > 0.98  # int8 rounding only
+    # each text's own vector is its nearest in the bank, and close to it: int8 query
+    # kernels differ by CPU (0.971 at worst on an AVX2 CPU for vectors made on a VNNI one)
+    similar = fresh @ vectors.T
+    assert list(np.argmax(similar, axis=1)) == list(range(40))
+    assert np.min(np.diag(similar[:, :40])) > 0.95
 
 
 @pytest.mark.parametrize("tools", [1, 2, 7])
