@@ -15,7 +15,7 @@ from retriever.documents import tool_fields
 from retriever.embedder import load_encoder
 from retriever.gate.catalog import CatalogGate
 from retriever.gate.features import gate_document
-from retriever.gate.model import load_gate
+from retriever.gate.model import Decision, load_gate
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
 from tests.retriever.test_gate import MARGIN, broad_documents
@@ -165,9 +165,11 @@ def test_under_triage_the_gate_refuses_only_when_confident(
 
 def test_sure_of_a_tool_is_relative_to_the_catalogs_bank() -> None:
     """In a broad catalog a question a model answers itself scores over 0.8 too ("What is
-    a stock market index?" 0.85 against fifty tools with a stock quote among them):
+    a stock market index?" 0.85-0.89 against fifty tools with a stock quote among them):
     the bar rises to the bank's level there, so the triage may still say "none"; on the
-    built-in catalog it stays 0.8."""
+    built-in catalog it stays 0.8. That question's score lies within a few hundredths
+    of the broad bank's level (0.886 on AVX-512 VNNI), on a side the int8 kernels decide, so the
+    rule is checked at a score between the two bars."""
     gate = load_gate()
     encoder = load_encoder(gate.encoder_config(load_settings().retriever))
     documents = [gate_document(tool_fields(t)) for t in builtin_tools()]
@@ -177,6 +179,8 @@ def test_sure_of_a_tool_is_relative_to_the_catalogs_bank() -> None:
     assert broad.bank_level(SURE_BANK_QUANTILE) > SURE_OF_A_TOOL + MARGIN
     knowledge = broad.decide("What is a stock market index?")
     assert knowledge.score >= SURE_OF_A_TOOL + MARGIN
-    assert not sure_of_a_tool(knowledge, broad)
+    between = Decision(True, (SURE_OF_A_TOOL + broad.bank_level(SURE_BANK_QUANTILE)) / 2)
+    assert not sure_of_a_tool(between, broad)
+    assert sure_of_a_tool(between, builtin)
     assert sure_of_a_tool(broad.decide("Find a pharmacy open now near me"), broad)
     assert sure_of_a_tool(builtin.decide(QUESTION), builtin)
