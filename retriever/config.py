@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 DocumentVariant = Literal["name_description", "enriched"]
 FusionMethod = Literal["scores", "rrf"]
+#: The no-tool gate's weights files by name (``retriever.gate.model.NAMED_WEIGHTS``).
+GateWeightsName = Literal["shipped", "coverage"]
 
 #: Where ONNX exports go unless ``onnx_dir`` says: one cache per user and install, shared
 #: by every data folder (a file's name carries the weights' and onnxruntime's versions,
@@ -182,6 +184,17 @@ class RetrieverConfig(BaseModel):
         "MaxSim; 1.0 was the best of 0-1 on training-set queries the reranker never read "
         "(docs/benchmarks.md, Retrieval).",
     )
+    gate_weights: GateWeightsName | Path = Field(
+        default="shipped",
+        description="The no-tool gate's weights, for orchestrate mode's gate (`orchestrate.gate`) "
+        "and select mode's (`toolgraph.gate`). `shipped`: retriever/gate/weights.json. "
+        "`coverage`: weights_coverage.json, which also reads each catalog against a bank of "
+        "requests that need no tool; more accurate on broad catalogs (0.608-0.861 against "
+        "0.560-0.769 on 200-API catalogs) and on the held-out file (0.873 against 0.850), "
+        "0.015-0.033 less on four of the eight retrieval sets held out (docs/benchmarks.md, "
+        "Gate). Else the path of a file `python -m retriever.gate --out FILE` wrote; a value "
+        "that names no file stops start-up.",
+    )
     query_turns: int = Field(
         default=3,
         ge=1,
@@ -268,6 +281,19 @@ class RetrieverConfig(BaseModel):
         ge=1,
         description="Enums with at most this many values are left whole.",
     )
+
+    @field_validator("gate_weights", mode="before")
+    @classmethod
+    def _names_a_gate(cls, value: object) -> object:
+        """A name, or a file: a misspelt name is no path to try at the first request."""
+        if value in get_args(GateWeightsName):
+            return value
+        if isinstance(value, str | Path) and Path(value).is_file():
+            return value
+        raise ValueError(
+            "must be `shipped`, `coverage` or the path of a gate weights file "
+            "(python -m retriever.gate --out FILE)"
+        )
 
     def onnx_folder(self) -> Path:
         """``onnx_dir``, or :data:`DEFAULT_ONNX_DIR` when unset."""

@@ -87,12 +87,12 @@ class Assembler:
         the encoder the gate reads."""
         from retriever.embedder import load_encoder
         from retriever.gate.catalog import CatalogGate
-        from retriever.gate.model import load_gate
+        from retriever.gate.model import configured_gate
         from retriever.recent import remembering
 
         # The gate reads the encoder it was fitted on whatever encoder the index uses
         # (the same loaded copy when it is the index's too).
-        gate = load_gate()
+        gate = configured_gate(self._settings.retriever)
         encoder = load_encoder(gate.encoder_config(self._settings.retriever))
         words = None
         if known is not None and known.encoder == encoder.name:

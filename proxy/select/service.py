@@ -212,9 +212,9 @@ class SelectService:
 
     def _load_gate(self) -> tuple[Gate, BatchingEmbedder]:
         from retriever.embedder import load_encoder
-        from retriever.gate.model import load_gate
+        from retriever.gate.model import configured_gate
 
-        gate = load_gate(at="opt_in")
+        gate = configured_gate(self._config, at="opt_in")
         encoder = load_encoder(gate.encoder_config(self._config))
         return gate, self._encoders.batching(encoder)  # the model's own when it is the same
 

@@ -9,7 +9,8 @@ which, the bundled all-MiniLM-L6-v2 as it is (``bundled``) or the retriever's de
 encoder with its learned adapter (``default``), and :func:`gate_encoder_config` names
 that encoder whatever the retriever is configured with.
 
-Retrain with ``python -m retriever.gate`` (see retriever/README.md).
+Which weights the proxy loads is its ``retriever.gate_weights`` setting
+(:func:`configured_gate`). Retrain with ``python -m retriever.gate`` (see retriever/README.md).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from retriever.config import RetrieverConfig
+from retriever.config import GateWeightsName, RetrieverConfig
 from retriever.embedder import Vectors, bundled_model_path
 from retriever.errors import ModelNotFound
 from retriever.gate.background import COVERAGE
@@ -34,6 +35,8 @@ WEIGHTS = Path(__file__).with_name("weights.json")
 #: A gate that also reads the catalog's background and cutoff (``background.py``,
 #: ``cutoff.py``): measured, not the default (retriever/gate/README.md says why).
 COVERAGE_WEIGHTS = Path(__file__).with_name("weights_coverage.json")
+#: The files ``RetrieverConfig.gate_weights`` names.
+NAMED_WEIGHTS: dict[GateWeightsName, Path] = {"shipped": WEIGHTS, "coverage": COVERAGE_WEIGHTS}
 
 Array = npt.NDArray[np.float64]
 #: Which encoder a gate reads: the bundled MiniLM without adapter, or the retriever's
@@ -174,6 +177,17 @@ def load_gate(path: Path = WEIGHTS, *, at: ThresholdChoice = "balanced") -> Gate
         "opt_in": spec.opt_in_threshold,
     }
     return Gate(spec, thresholds[at], cutoff=at != "confident")
+
+
+def configured_gate(config: RetrieverConfig, *, at: ThresholdChoice = "balanced") -> Gate:
+    """The gate ``config.gate_weights`` names (:func:`load_gate`); :class:`ModelNotFound`
+    naming the setting if its file is unreadable."""
+    choice = config.gate_weights
+    path = choice if isinstance(choice, Path) else NAMED_WEIGHTS[choice]
+    try:
+        return load_gate(path, at=at)
+    except ModelNotFound as exc:
+        raise ModelNotFound(f"retriever.gate_weights: {exc}") from None
 
 
 def gate_encoder_config(

@@ -15,7 +15,7 @@ from retriever.documents import tool_fields
 from retriever.embedder import load_encoder
 from retriever.gate.catalog import CatalogGate
 from retriever.gate.features import gate_document
-from retriever.gate.model import Decision, load_gate
+from retriever.gate.model import COVERAGE_WEIGHTS, Decision, load_gate
 from tests.conftest import ServerThread, StartProxy
 from tests.orchestrate.conftest import ORCHESTRATE, Brain, sdk, stream_parts, trace, user
 from tests.retriever.test_gate import MARGIN, broad_documents
@@ -161,6 +161,22 @@ def test_under_triage_the_gate_refuses_only_when_confident(
     assert brain.asked["triage"] == 1
     assert recorded["plan"]["notes"][0] == UNTRIAGED
     assert "314.15" in answer
+
+
+def test_the_gate_weights_setting_chooses_the_coverage_gate(
+    start_proxy: StartProxy, brain: Brain, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under triage the gate decides at its file's confident threshold: the coverage
+    gate's (0.03), not the shipped one's (0.04)."""
+    monkeypatch.delenv("TOOLGRAPH_ORCHESTRATE__GATE")
+    server = start_proxy(
+        planner={"policy": "llm", "triage": True}, retriever={"gate_weights": "coverage"}
+    )
+    brain.sort = "none"
+    _, recorded = ask(server, CHIT_CHAT)
+    coverage = load_gate(COVERAGE_WEIGHTS, at="confident").threshold
+    assert coverage != load_gate(at="confident").threshold
+    assert recorded["gate"]["threshold"] == coverage
 
 
 def test_sure_of_a_tool_is_relative_to_the_catalogs_bank() -> None:

@@ -138,6 +138,28 @@ def test_bad_env_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> No
         load_settings()
 
 
+@pytest.mark.parametrize("value", ["coverag", "no/such/weights.json", "."])
+def test_gate_weights_are_a_name_or_a_file(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("TOOLGRAPH_RETRIEVER__GATE_WEIGHTS", value)
+    with pytest.raises(ConfigError) as raised:
+        load_settings()
+    assert str(raised.value) == (
+        "invalid settings: retriever.gate_weights (or TOOLGRAPH_RETRIEVER__GATE_WEIGHTS): "
+        "Value error, must be `shipped`, `coverage` or the path of a gate weights file "
+        f"(python -m retriever.gate --out FILE), got {value!r}"
+    )
+
+
+def test_gate_weights_take_a_name_or_a_file(tmp_path: Path) -> None:
+    assert load_settings().retriever.gate_weights == "shipped"
+    coverage = load_settings(retriever={"gate_weights": "coverage"})
+    assert coverage.retriever.gate_weights == "coverage"
+    path = tmp_path / "weights.json"
+    path.write_text("{}")
+    a_file = load_settings(retriever={"gate_weights": str(path)})
+    assert a_file.retriever.gate_weights == path
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

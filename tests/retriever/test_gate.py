@@ -16,7 +16,13 @@ from retriever.embedder import Encoder, bundled_model_path, load_encoder
 from retriever.errors import ModelNotFound
 from retriever.gate.catalog import CatalogGate
 from retriever.gate.features import SCALARS, gate_document
-from retriever.gate.model import COVERAGE_WEIGHTS, WEIGHTS, gate_encoder_config, load_gate
+from retriever.gate.model import (
+    COVERAGE_WEIGHTS,
+    WEIGHTS,
+    configured_gate,
+    gate_encoder_config,
+    load_gate,
+)
 from retriever.gate.train import (
     MISS_COST,
     RECALL_TARGET,
@@ -68,6 +74,17 @@ def test_unreadable_weights_are_model_not_found(tmp_path: Path, text: str) -> No
     path.write_text(text)
     with pytest.raises(ModelNotFound, match="cannot read the gate's weights"):
         load_gate(path)
+
+
+def test_the_setting_names_the_gate_to_load(tmp_path: Path) -> None:
+    assert configured_gate(RetrieverConfig()).spec == load_gate(WEIGHTS).spec
+    coverage = configured_gate(RetrieverConfig(gate_weights="coverage"), at="confident")
+    assert coverage.reads_coverage
+    assert coverage.threshold == load_gate(COVERAGE_WEIGHTS).spec.confident_threshold
+    path = tmp_path / "weights.json"
+    path.write_text("{")
+    with pytest.raises(ModelNotFound, match=r"^retriever\.gate_weights: cannot read"):
+        configured_gate(RetrieverConfig(gate_weights=path))
 
 
 def test_weights_of_another_encoder_are_refused(encoder: Encoder) -> None:
