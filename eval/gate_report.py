@@ -26,6 +26,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -36,7 +37,7 @@ import numpy.typing as npt
 
 from eval.data_folder import dataset
 from eval.gate import score
-from retriever.gate.data import SOURCES
+from retriever.gate.data import SOURCES, GateRow
 from retriever.gate.model import EncoderChoice
 from retriever.gate.train import (
     OVERLAPS,
@@ -149,22 +150,30 @@ def _held_out(
 def broad_designs(root: Path, folder: Path) -> dict[str, Design]:
     """The broad test of each "no tool" source (:mod:`eval.gate_broad`) as features."""
     from eval.gate_broad import NO_TOOL, broad_catalogs, broad_rows
+    from retriever.gate.data import load_rows
+
+    rows = load_rows(root, seed=Options.seed)
+    catalogs = broad_catalogs(folder)
+    return designs_of(
+        {s: broad_rows(catalogs, [r for r in rows if r.source == s]) for s in NO_TOOL}
+    )
+
+
+def designs_of(tests: Mapping[str, Sequence[GateRow]]) -> dict[str, Design]:
+    """Each test's rows as features, with the bank's scalars against every catalog (the
+    cutoffs'), the texts' vectors from the gate's cache."""
     from retriever.config import RetrieverConfig
     from retriever.embedder import load_encoder
     from retriever.gate.background import BANK, bank_texts
-    from retriever.gate.data import load_rows
     from retriever.gate.model import gate_encoder_config
     from retriever.gate.train import design
     from retriever.gate.vectors import CACHE, cached_vectors
 
-    rows = load_rows(root, seed=Options.seed)
-    catalogs = broad_catalogs(folder)
-    tests = {s: broad_rows(catalogs, [r for r in rows if r.source == s]) for s in NO_TOOL}
     encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto")))
-    texts = [text for test in tests.values() for r in test for text in (r.query, *r.catalog)]
+    texts = [text for rows in tests.values() for r in rows for text in (r.query, *r.catalog)]
     vectors = cached_vectors(encoder, texts, CACHE)
     bank = BANK.of(encoder)
-    return {s: design(test, vectors, bank, bank_texts()) for s, test in tests.items()}
+    return {name: design(rows, vectors, bank, bank_texts()) for name, rows in tests.items()}
 
 
 def _scores(

@@ -31,7 +31,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,12 +41,13 @@ import numpy.typing as npt
 
 from eval.data_folder import dataset
 from eval.gate import score
-from eval.gate_report import auc, broad_designs
+from eval.gate_report import auc, broad_designs, designs_of
 from retriever.documents import function_fields
 from retriever.gate.broad import BROAD_NONE, BROAD_TOOL
 from retriever.gate.cutoff import cutoffs
 from retriever.gate.data import SOURCES, GateRow
 from retriever.gate.features import gate_document
+from retriever.gate.model import Gate
 from retriever.gate.train import (
     OVERLAPS,
     RECALL_FLOOR,
@@ -97,6 +98,10 @@ class Fold:
 
     inner: Scored
     tested: dict[str, Scored]
+
+
+#: What a kept fold holds of each of its :class:`Scored`.
+PARTS = ("labels", "probability", "cuts")
 
 
 Flags = npt.NDArray[np.bool_]
@@ -188,55 +193,48 @@ def run_fold(
     options: Options,
     encoder: str,
     tests: dict[str, Design],
+    folder: Path,
 ) -> Fold:
-    """Fit without ``left_out`` (nested for the inner scores) and score ``tests``."""
+    """Fit without ``left_out`` (nested for the inner scores) and score ``tests``; kept
+    in ``folder`` by fold, options and the rows' shapes (a rerun reads it)."""
+    key = repr((options, len(data), GRID, sorted((n, len(t)) for n, t in tests.items())))
+    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
+    path = folder / f"{'+'.join(left_out) or 'all'}-{digest}.npz"
+    if path.is_file():
+        return _read_fold(path, tests)
     training = data.subset(~np.isin(data.sources, left_out))
     prefix = f"  {'+'.join(left_out) or 'every source'}: "
     judged, inner, cuts = judged_out_of_source(training, options, encoder, progress, prefix, GRID)
     progress(f"{prefix}the fold's gate")
     gate = fit(training, options, encoder, [])
-    tested = {}
-    for name, rows in tests.items():
-        assert rows.bank is not None
-        assert rows.catalogs is not None
-        tested[name] = Scored(
-            rows.labels, scores(gate, rows), cutoffs(gate, rows.bank, rows.catalogs, GRID)
-        )
-    return Fold(Scored(judged.labels, inner, cuts), tested)
+    fold = Fold(Scored(judged.labels, inner, cuts), {n: _scored(gate, t) for n, t in tests.items()})
+    _write_fold(path, fold)
+    return fold
 
 
-def cached_fold(
-    data: Design,
-    left_out: tuple[str, ...],
-    options: Options,
-    encoder: str,
-    tests: dict[str, Design],
-    folder: Path,
-) -> Fold:
-    """:func:`run_fold`, kept in ``folder`` by fold, options and the rows' shapes."""
-    key = repr((options, len(data), GRID, sorted((n, len(t)) for n, t in tests.items())))
-    digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-    path = folder / f"{'+'.join(left_out) or 'all'}-{digest}.npz"
-    if path.is_file():
-        with np.load(path, allow_pickle=False) as saved:
-            found = {k: saved[k] for k in saved.files}
-        return Fold(
-            Scored(found["inner.labels"], found["inner.probability"], found["inner.cuts"]),
-            {
-                name: Scored(found[f"{name}.labels"], found[f"{name}.probability"],
-                             found[f"{name}.cuts"])
-                for name in tests
-            },
-        )  # fmt: skip
-    fold = run_fold(data, left_out, options, encoder, tests)
+def _scored(gate: Gate, rows: Design) -> Scored:
+    assert rows.bank is not None
+    assert rows.catalogs is not None
+    return Scored(rows.labels, scores(gate, rows), cutoffs(gate, rows.bank, rows.catalogs, GRID))
+
+
+def _read_fold(path: Path, tests: Iterable[str]) -> Fold:
+    with np.load(path, allow_pickle=False) as saved:
+        kept = {
+            name: Scored(*(saved[f"{name}.{part}"] for part in PARTS)) for name in ("inner", *tests)
+        }
+    inner = kept.pop("inner")
+    return Fold(inner, kept)
+
+
+def _write_fold(path: Path, fold: Fold) -> None:
     arrays = {
         f"{name}.{part}": getattr(scored, part)
         for name, scored in {"inner": fold.inner, **fold.tested}.items()
-        for part in ("labels", "probability", "cuts")
+        for part in PARTS
     }
-    folder.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
-    return fold
 
 
 def metrics(scored: Scored, threshold: float, column: int | None) -> dict[str, Any]:
@@ -319,20 +317,7 @@ def unseen_rows(size: int = 200) -> dict[str, list[GateRow]]:
 
 def test_designs(root: Path) -> dict[str, Design]:
     """The held-out file and the unseen rows, as features (their vectors cached)."""
-    from retriever.config import RetrieverConfig
-    from retriever.embedder import load_encoder
-    from retriever.gate.background import BANK, bank_texts
-    from retriever.gate.model import gate_encoder_config
-    from retriever.gate.train import design
-    from retriever.gate.vectors import CACHE as VECTORS
-    from retriever.gate.vectors import cached_vectors
-
-    made = {"heldout": heldout_rows(root), **unseen_rows()}
-    encoder = load_encoder(gate_encoder_config(RetrieverConfig(device="auto")))
-    texts = [t for rows in made.values() for r in rows for t in (r.query, *r.catalog)]
-    vectors = cached_vectors(encoder, texts, VECTORS)
-    bank = BANK.of(encoder)
-    return {name: design(rows, vectors, bank, bank_texts()) for name, rows in made.items()}
+    return designs_of({"heldout": heldout_rows(root), **unseen_rows()})
 
 
 def evaluate(
@@ -399,9 +384,9 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"{fit_name}: without {'+'.join(group)}")
             tests = {s: real.subset(real.sources == s) for s in group}
             tests |= {f"broad:{s}": broad[s] for s in group if s in broad}
-            folds[group] = cached_fold(data, group, options, encoder, tests, folder)
+            folds[group] = run_fold(data, group, options, encoder, tests, folder)
         progress(f"{fit_name}: every source")
-        full = cached_fold(data, (), options, encoder, unseen, folder)
+        full = run_fold(data, (), options, encoder, unseen, folder)
         report = evaluate(data, folds, full)
         sure = {
             "training_broad_rows": training_sure(data, full),
