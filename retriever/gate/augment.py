@@ -18,7 +18,6 @@ is a share of their source's (``train.Options.augmented_weight``).
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Iterator, Sequence
 
@@ -46,12 +45,12 @@ def _negatives(
             continue
         rest = tuple(document for document in row.catalog if document not in row.gold)
         if rest:
-            yield _negative(row, rest, GOLD_REMOVED)
+            yield row.made(rest, GOLD_REMOVED, needs_tool=False)
             continue
         pool = singles.get(row.source, [])
         other = _other(pool, row, draw)
         if other is not None:
-            yield _negative(row, other, CATALOG_SWAPPED)
+            yield row.made(other, CATALOG_SWAPPED, needs_tool=False)
 
 
 def _other(
@@ -69,15 +68,3 @@ def _other(
 
 def _name(document: str) -> str:
     return document.split(":", 1)[0].strip().lower()
-
-
-def _negative(row: GateRow, catalog: tuple[str, ...], category: str) -> GateRow:
-    return dataclasses.replace(
-        row,
-        id=f"{row.id}#{category}",
-        category=category,
-        needs_tool=False,
-        catalog=catalog,
-        gold=(),
-        augmented=True,
-    )

@@ -19,7 +19,6 @@ scored. A few broad catalogs may hold a tool that would serve a "no tool" reques
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Mapping, Sequence
 
@@ -61,11 +60,11 @@ def broad_rows(
             needed.update(dict.fromkeys(gold[source, row.id]))
             asked.append(row)
         catalog = _catalog(groups, draw, tuple(needed), exclude=source)
-        made += [_made(row, catalog, BROAD_TOOL, needs_tool=True) for row in asked]
+        made += [row.made(catalog, BROAD_TOOL, needs_tool=True) for row in asked]
     catalogs = [_catalog(groups, draw) for _ in range(CATALOGS)]
     for row in rows:
         if _needs_none(row):
-            made.append(_made(row, draw.choice(catalogs), BROAD_NONE, needs_tool=False))
+            made.append(row.made(draw.choice(catalogs), BROAD_NONE, needs_tool=False))
     return made
 
 
@@ -105,15 +104,3 @@ def _catalog(
             if tools and len(chosen) < SIZE:
                 chosen.setdefault(tools.pop(), None)
     return tuple(sorted(chosen))
-
-
-def _made(row: GateRow, catalog: tuple[str, ...], category: str, *, needs_tool: bool) -> GateRow:
-    return dataclasses.replace(
-        row,
-        id=f"{row.id}#{category}",
-        category=category,
-        needs_tool=needs_tool,
-        catalog=catalog,
-        gold=(),
-        augmented=True,
-    )

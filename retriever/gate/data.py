@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,19 @@ class GateRow:
     #: where the source names none): what :mod:`~retriever.gate.augment` takes away.
     gold: tuple[str, ...] = ()
     augmented: bool = False  # made from another row (trained on, never scored)
+
+    def made(self, catalog: tuple[str, ...], category: str, *, needs_tool: bool) -> GateRow:
+        """This row's request against ``catalog``, labelled ``needs_tool``: a made row
+        (:mod:`~retriever.gate.augment`, :mod:`~retriever.gate.broad`)."""
+        return replace(
+            self,
+            id=f"{self.id}#{category}",
+            category=category,
+            needs_tool=needs_tool,
+            catalog=catalog,
+            gold=(),
+            augmented=True,
+        )
 
 
 def load_rows(
