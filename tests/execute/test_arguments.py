@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -247,126 +248,111 @@ async def test_a_plan_asks_the_user_instead_of_guessing(
     )
 
 
-async def test_written_arguments_drive_a_real_builtin_tool(
-    upstream: FakeUpstream, model: UpstreamModel
-) -> None:
-    box = Sandbox(timeout=120)  # a real SymPy call on a loaded machine
+@pytest.fixture
+async def builtin_runner(model: UpstreamModel) -> AsyncIterator[CatalogRunner]:
+    """The built-in tools in a real sandbox, their arguments written through ``model``."""
+    box = Sandbox(timeout=120)  # SymPy calls on a loaded machine
     try:
         tools = {tool.name: tool for tool in builtin_tools()}
-        runner = CatalogRunner(
+        yield CatalogRunner(
             tools, Invoker(None, python_tools(box)), writer=ArgumentWriter(), model=model
         )
-        upstream.enqueue(
-            answer(
-                {
-                    "expression": "sqrt(2/(2*pi*f*mu_0*sigma))",
-                    "variables": {"f": 1e9, "sigma": 5.8e7},
-                }
-            )
-        )
-        plan = ToolPlan(
-            nodes=(
-                PlanNode(
-                    id="depth",
-                    tool="evaluate_expression",
-                    task="Skin depth of copper (sigma 5.8e7 S/m) at 1 GHz",
-                ),
-            )
-        )
-        run = await Scheduler(ExecutorSettings()).execute(plan, runner)
-        record = run.records["depth"]
-        assert record.outcome is Outcome.OK
-        assert record.arguments["variables"] == {"f": 1e9, "sigma": 5.8e7}
-        assert isinstance(record.output, dict)
-        assert record.output["value"] == pytest.approx(2.09e-6, rel=2e-3)
     finally:
         await box.aclose()
+
+
+async def test_written_arguments_drive_a_real_builtin_tool(
+    upstream: FakeUpstream, builtin_runner: CatalogRunner
+) -> None:
+    upstream.enqueue(
+        answer(
+            {
+                "expression": "sqrt(2/(2*pi*f*mu_0*sigma))",
+                "variables": {"f": 1e9, "sigma": 5.8e7},
+            }
+        )
+    )
+    plan = ToolPlan(
+        nodes=(
+            PlanNode(
+                id="depth",
+                tool="evaluate_expression",
+                task="Skin depth of copper (sigma 5.8e7 S/m) at 1 GHz",
+            ),
+        )
+    )
+    run = await Scheduler(ExecutorSettings()).execute(plan, builtin_runner)
+    record = run.records["depth"]
+    assert record.outcome is Outcome.OK
+    assert record.arguments["variables"] == {"f": 1e9, "sigma": 5.8e7}
+    assert isinstance(record.output, dict)
+    assert record.output["value"] == pytest.approx(2.09e-6, rel=2e-3)
+
+
+#: Two planned calls whose results (32.0 and 4.0) a later step combines.
+DERIVATIVE = PlanNode(
+    id="s1",
+    tool="calculate_derivative",
+    arguments={"expression": "x**4", "variable": "x", "at": 2},
+)
+INTEGRAL = PlanNode(
+    id="s2",
+    tool="calculate_integral",
+    arguments={"expression": "x**3", "variable": "x", "lower": 0, "upper": 2},
+)
 
 
 async def test_an_earlier_result_named_by_its_step_is_substituted(
-    upstream: FakeUpstream, model: UpstreamModel
+    upstream: FakeUpstream, builtin_runner: CatalogRunner
 ) -> None:
-    box = Sandbox(timeout=120)  # three sympy calls on a loaded machine
-    try:
-        tools = {tool.name: tool for tool in builtin_tools()}
-        runner = CatalogRunner(
-            tools, Invoker(None, python_tools(box)), writer=ArgumentWriter(), model=model
+    # what a 1.5B model wrote for "sum the results of s2 and s1" (issue 19's traces)
+    upstream.enqueue(answer({"expression": "s2 + s1.value"}))
+    plan = ToolPlan(
+        nodes=(
+            DERIVATIVE,
+            INTEGRAL,
+            PlanNode(
+                id="s3",
+                tool="evaluate_expression",
+                task="Sum the results of s2 and s1.",
+                needs=("s1", "s2"),
+            ),
         )
-        # what a 1.5B model wrote for "sum the results of s2 and s1" (issue 19's traces)
-        upstream.enqueue(answer({"expression": "s2 + s1.value"}))
-        plan = ToolPlan(
-            nodes=(
-                PlanNode(
-                    id="s1",
-                    tool="calculate_derivative",
-                    arguments={"expression": "x**4", "variable": "x", "at": 2},
-                ),
-                PlanNode(
-                    id="s2",
-                    tool="calculate_integral",
-                    arguments={"expression": "x**3", "variable": "x", "lower": 0, "upper": 2},
-                ),
-                PlanNode(
-                    id="s3",
-                    tool="evaluate_expression",
-                    task="Sum the results of s2 and s1.",
-                    needs=("s1", "s2"),
-                ),
-            )
-        )
-        run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, runner)
-        assert run.ok, run.unfinished()
-        record = run.records["s3"]
-        assert record.arguments == {"expression": "4.0 + 32.0"}
-        assert isinstance(record.output, dict)
-        assert record.output["value"] == pytest.approx(36.0)
-    finally:
-        await box.aclose()
+    )
+    run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, builtin_runner)
+    assert run.ok, run.unfinished()
+    record = run.records["s3"]
+    assert record.arguments == {"expression": "4.0 + 32.0"}
+    assert isinstance(record.output, dict)
+    assert record.output["value"] == pytest.approx(36.0)
 
 
 async def test_a_step_sees_the_results_of_steps_it_reaches_only_through_another(
-    upstream: FakeUpstream, model: UpstreamModel
+    upstream: FakeUpstream, builtin_runner: CatalogRunner
 ) -> None:
-    box = Sandbox(timeout=120)
-    try:
-        tools = {tool.name: tool for tool in builtin_tools()}
-        runner = CatalogRunner(
-            tools, Invoker(None, python_tools(box)), writer=ArgumentWriter(), model=model
+    # a decomposition that chained s1 -> s2 -> s3 although s3 combines s1 and s2
+    upstream.enqueue(answer({"expression": "s1 * s2"}))
+    plan = ToolPlan(
+        nodes=(
+            DERIVATIVE,
+            INTEGRAL.model_copy(update={"needs": ("s1",)}),
+            PlanNode(
+                id="s3",
+                tool="evaluate_expression",
+                task="Multiply the two results.",
+                needs=("s2",),
+            ),
         )
-        # a decomposition that chained s1 -> s2 -> s3 although s3 combines s1 and s2
-        upstream.enqueue(answer({"expression": "s1 * s2"}))
-        plan = ToolPlan(
-            nodes=(
-                PlanNode(
-                    id="s1",
-                    tool="calculate_derivative",
-                    arguments={"expression": "x**4", "variable": "x", "at": 2},
-                ),
-                PlanNode(
-                    id="s2",
-                    tool="calculate_integral",
-                    arguments={"expression": "x**3", "variable": "x", "lower": 0, "upper": 2},
-                    needs=("s1",),
-                ),
-                PlanNode(
-                    id="s3",
-                    tool="evaluate_expression",
-                    task="Multiply the two results.",
-                    needs=("s2",),
-                ),
-            )
-        )
-        run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, runner)
-        assert run.ok, run.unfinished()
-        assert run.records["s3"].arguments == {"expression": "32.0 * 4.0"}
-        prompt = prompt_of(upstream.requests[0])
-        assert '<result id="s1">' in prompt
-        assert '<result id="s2">' in prompt
-        output = run.records["s3"].output
-        assert isinstance(output, dict)
-        assert output["value"] == pytest.approx(128.0)
-    finally:
-        await box.aclose()
+    )
+    run = await Scheduler(ExecutorSettings(call_timeout=120)).execute(plan, builtin_runner)
+    assert run.ok, run.unfinished()
+    assert run.records["s3"].arguments == {"expression": "32.0 * 4.0"}
+    prompt = prompt_of(upstream.requests[0])
+    assert '<result id="s1">' in prompt
+    assert '<result id="s2">' in prompt
+    output = run.records["s3"].output
+    assert isinstance(output, dict)
+    assert output["value"] == pytest.approx(128.0)
 
 
 def _full_hotel_runner(model: UpstreamModel, booked: list[object]) -> CatalogRunner:
