@@ -74,6 +74,15 @@ def read_trace(server: ServerThread, trace_id: str) -> httpx.Response:
     return httpx.get(url, headers=CLIENT_AUTH, timeout=10)
 
 
+def orchestrated(server: ServerThread, text: str) -> tuple[str, dict[str, Any]]:
+    """Orchestrate ``text`` (not streamed): the answer and the request's trace."""
+    raw = sdk(server).chat.completions.with_raw_response.create(
+        model="fake-model", messages=user(text), extra_body=ORCHESTRATE
+    )
+    answer = raw.parse().choices[0].message.content or ""
+    return answer, trace(server, raw.headers["x-toolgraph-trace-id"])
+
+
 def only_call(server: ServerThread, messages: list[Any]) -> dict[str, Any]:
     """Orchestrate ``messages`` (not streamed); the one call the request's trace holds."""
     raw = sdk(server).chat.completions.with_raw_response.create(

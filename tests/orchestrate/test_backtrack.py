@@ -18,9 +18,9 @@ from tests.orchestrate.conftest import (
     ORCHESTRATE,
     Brain,
     http_tool,
+    orchestrated,
     sdk,
     seed_catalog,
-    trace,
     user,
 )
 
@@ -28,6 +28,19 @@ QUESTION = "Evaluate 2*pi*50 numerically."
 #: retrieval's first candidate is taken without asking: which tool comes first is the
 #: catalog's, the backtracking is what is tested
 PLANNER = {"profile": "small", "pick": "first", "triage": False}
+#: The built-in tools that answer the question once fed.
+EVALUATORS = ("evaluate_expression", "calculate_integral", "calculate_derivative")
+
+
+def fed_all_but(unfed: str = "") -> dict[str, Any]:
+    """The question's arguments for every one of :data:`EVALUATORS` but ``unfed``."""
+    return {name: {"expression": "2*pi*50"} for name in EVALUATORS if name != unfed}
+
+
+def tool_named(prompt: str) -> str:
+    """The tool the argument writer's prompt is about."""
+    spec = re.search(r"Tool:\n(.*)", prompt)
+    return str(json.loads(spec.group(1))["name"]) if spec else ""
 
 
 @dataclass
@@ -41,8 +54,7 @@ class ByTool(Brain):
         if stage != "arguments":
             return super()._script(request, stage, system)
         self.asked[stage] += 1
-        spec = re.search(r"Tool:\n(.*)", str(request["messages"][1]["content"]))
-        name = json.loads(spec.group(1))["name"] if spec else ""
+        name = tool_named(str(request["messages"][1]["content"]))
         self.written_for.append(name)
         missing = {"missing": ["expression"], "question": f"What should {name} compute?"}
         return json_script(self.by_tool.get(name, missing))
@@ -65,16 +77,8 @@ def test_an_unfed_pick_backtracks_to_the_next_candidate_that_runs(
     proxy: ServerThread, by_tool: ByTool
 ) -> None:
     first = _first_pick(proxy, by_tool)
-    by_tool.by_tool = {
-        name: {"expression": "2*pi*50"}
-        for name in ("evaluate_expression", "calculate_integral", "calculate_derivative")
-        if name != first
-    }
-    raw = sdk(proxy).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
-    )
-    content = raw.parse().choices[0].message.content or ""
-    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    by_tool.by_tool = fed_all_but(first)
+    content, found = orchestrated(proxy, QUESTION)
     (call,) = found["calls"]
     assert call["tool"] != first
     assert call["outcome"] == "ok"
@@ -115,15 +119,8 @@ def test_a_re_plan_keeps_the_sub_tasks_and_chooses_only_the_tools_again(
     proxy = start_proxy(planner={**PLANNER, "triage": True})
     by_tool.sort = "several"
     first = _first_pick(proxy, by_tool)
-    by_tool.by_tool = {
-        name: {"expression": "2*pi*50"}
-        for name in ("evaluate_expression", "calculate_integral", "calculate_derivative")
-        if name != first
-    }
-    raw = sdk(proxy).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
-    )
-    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    by_tool.by_tool = fed_all_but(first)
+    _, found = orchestrated(proxy, QUESTION)
     (call,) = found["calls"]
     assert call["outcome"] == "ok"
     assert f"backtrack: {first} could not run" in found["plan"]["notes"]
@@ -140,15 +137,8 @@ def test_a_pick_that_cannot_be_reached_backtracks_to_the_next_candidate(
     seed_catalog([http_tool("remote_evaluator", f"{QUESTION} Evaluates it numerically.", closed)])
     proxy = start_proxy(planner=PLANNER, executor={"allow_private_networks": True, "retries": 0})
     assert _first_pick(proxy, by_tool) == "remote_evaluator"
-    by_tool.by_tool = {
-        name: {"expression": "2*pi*50"}
-        for name in ("evaluate_expression", "calculate_integral", "calculate_derivative")
-    }
-    by_tool.by_tool["remote_evaluator"] = {"label": "2*pi*50"}
-    raw = sdk(proxy).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(QUESTION), extra_body=ORCHESTRATE
-    )
-    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    by_tool.by_tool = {**fed_all_but(), "remote_evaluator": {"label": "2*pi*50"}}
+    _, found = orchestrated(proxy, QUESTION)
     (call,) = found["calls"]
     assert call["tool"] != "remote_evaluator"
     assert call["outcome"] == "ok"
@@ -168,8 +158,7 @@ class BySubTask(ByTool):
             prompt = str(request["messages"][1]["content"])
             task = re.search(r"Sub-task: (.*)", prompt)
             expression = re.search(r"Evaluate (\S+) ", task.group(1) if task else "")
-            spec = re.search(r"Tool:\n(.*)", prompt)
-            name = json.loads(spec.group(1))["name"] if spec else ""
+            name = tool_named(prompt)
             fed = not (name == self.unfed and self.unfed_in in prompt.split("Sub-task:")[1])
             self.by_tool = {name: {"expression": expression.group(1)}} if fed and expression else {}
         return super()._script(request, stage, system)
@@ -187,16 +176,10 @@ def test_a_tool_unfed_for_one_sub_task_is_still_offered_for_another(
     brain.sort = "several"
     proxy = start_proxy(planner={**PLANNER, "triage": True})
     ask = "Evaluate 2*pi*50 numerically, and evaluate 2*pi*60 numerically."
-    first = sdk(proxy).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(ask), extra_body=ORCHESTRATE
-    )
-    calls = trace(proxy, first.headers["x-toolgraph-trace-id"])["calls"]
-    (tool,) = {call["tool"] for call in calls}  # both sub-tasks pick the same tool first
+    _, first = orchestrated(proxy, ask)
+    (tool,) = {call["tool"] for call in first["calls"]}  # both sub-tasks pick the same tool first
     brain.unfed = tool
-    raw = sdk(proxy).chat.completions.with_raw_response.create(
-        model="fake-model", messages=user(ask), extra_body=ORCHESTRATE
-    )
-    found = trace(proxy, raw.headers["x-toolgraph-trace-id"])
+    _, found = orchestrated(proxy, ask)
     by_step = {call["node"]: call for call in found["calls"]}
     assert f"backtrack: {tool} could not run" in found["plan"]["notes"]
     assert by_step["s1"]["tool"] != tool
