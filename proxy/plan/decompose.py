@@ -10,12 +10,15 @@ one; a gate sure of a tool, or a triage that answered "one" or "several", has
 decided already. A category the catalog does not have is sent back like any other
 problem, but in the last answer it only drops that sub-task's category (no filter on
 its candidates): a 1.5B model kept naming an "Electrical" category through every retry,
-and the request lost its sub-tasks to the whole-request fallback for a hint.
+and the request lost its sub-tasks to the whole-request fallback for a hint. A
+decomposition that drops numbers of the request gives the request to the sub-tasks
+that carry none of them (:func:`with_request_values`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,7 +69,8 @@ async def decompose(
             text, categories, none_allowed=none_allowed, strict_categories=not last
         )
         if result is not None:
-            return Decomposition(result.subtasks, result.no_tools, attempt)
+            subtasks = with_request_values(result.subtasks, conversation)
+            return Decomposition(subtasks, result.no_tools, attempt)
         if reply.truncated:  # a runaway answer: feedback will not bring it back
             raise PlanningFailed(
                 f"the decomposition ran past its {MAX_TOKENS}-token bound: " + "; ".join(problems)
@@ -81,6 +85,29 @@ async def decompose(
             },
         ]
     raise PlanningFailed("decomposition failed validation: " + "; ".join(problems))
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+
+
+def with_request_values(subtasks: Sequence[SubTask], conversation: str) -> list[SubTask]:
+    """``subtasks``, where they dropped a number of the request, with the request beside
+    the text of each sub-task that carries none of its numbers.
+
+    A sub-task's text is all its argument writer reads of the request. Asked to copy
+    every value, a 1.5B model still wrote "Calculate the voltage V across the resistor."
+    for a request that gave the current, the resistance and the formula, and the writer
+    then made values up. Sub-tasks that keep every number are left as they are.
+    """
+    request = conversation.strip()
+    numbers = set(_NUMBER.findall(request))
+    carried = [set(_NUMBER.findall(task.text)) & numbers for task in subtasks]
+    if not numbers - set[str]().union(*carried):
+        return list(subtasks)
+    return [
+        task if kept else task.model_copy(update={"text": f"{task.text} (from: {request})"})
+        for task, kept in zip(subtasks, carried, strict=True)
+    ]
 
 
 def read_decomposition(

@@ -98,6 +98,42 @@ async def test_a_reason_naming_no_listed_tool_keeps_the_number(
     assert first.choices == second.choices
 
 
+async def test_sub_tasks_that_dropped_the_requests_numbers_are_given_the_request(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    request = "Find flight CA 933 from Beijing to Paris and text my wife at 555 0142."
+    dropped = {
+        "subtasks": [
+            {"id": "s1", "text": "find the flight to Paris", "needs": []},
+            {"id": "s2", "text": "text the flight to 555 0142", "needs": ["s1"]},
+        ]
+    }
+    upstream.enqueue(reply(dropped), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(request, model)
+    assert [task.text for task in plan.subtasks] == [
+        f"find the flight to Paris (from: {request})",
+        "text the flight to 555 0142",
+    ]
+
+
+async def test_sub_tasks_that_keep_every_number_are_left_as_written(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
+) -> None:
+    request = "Find flight CA 933 from Beijing to Paris and text my wife about it."
+    kept = {
+        "subtasks": [
+            {"id": "s1", "text": "find flight CA 933 to Paris", "needs": []},
+            {"id": "s2", "text": "text my wife about the flight", "needs": ["s1"]},
+        ]
+    }
+    upstream.enqueue(reply(kept), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(request, model)
+    assert [task.text for task in plan.subtasks] == [
+        "find flight CA 933 to Paris",
+        "text my wife about the flight",
+    ]
+
+
 @pytest.mark.parametrize(
     ("bad", "feedback"),
     [
