@@ -5,7 +5,8 @@ catalog those labels are relative to: a JSON list of ``{"name", "description"}``
 The gate decides at a shipped threshold (``--at``: the balanced one orchestrate mode
 uses, or the confident one it uses when the planner triages), and, for a gate file that
 has one, at the catalog's cutoff (``retriever/gate/cutoff.py``); ``--weights`` scores
-another gate file than the shipped one. Nothing is fitted on the file scored.
+another gate, named as ``retriever.gate_weights`` names one: ``coverage``, or the path
+of a gate file. Nothing is fitted on the file scored.
 Precision, recall and F1 are those of "needs a tool".
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from retriever.config import GateWeightsName, gate_weights_choice
 from retriever.documents import function_fields
 
 if TYPE_CHECKING:
@@ -52,8 +54,9 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     gate.add_argument("--at", choices=("balanced", "confident"), default="balanced",
                       help="the shipped threshold to decide at: balanced (orchestrate mode's), "
                       "confident (its refusal edge when the planner triages)")  # fmt: skip
-    gate.add_argument("--weights", type=Path,
-                      help="a gate file to score instead of the shipped one")  # fmt: skip
+    gate.add_argument("--weights", default="shipped",
+                      help="the gate to score, as retriever.gate_weights names it: shipped "
+                      "(default), coverage, or the path of a gate file")  # fmt: skip
     gate.add_argument("--json", type=Path, help="write the scores here as JSON")
     gate.add_argument("--quiet", action="store_true", help="no progress")
 
@@ -61,6 +64,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     try:
+        weights = read_weights(args.weights, "--weights")
         rows = read_data(args.data)
         tools = read_tools(args.tools)
     except BadInput as exc:
@@ -68,13 +72,13 @@ def run_command(args: argparse.Namespace, settings: Settings, out: TextIO | None
         return 2
     started = time.perf_counter()
     predicted, threshold, cutoff = decide(
-        rows, tools, settings, progress=not args.quiet, at=args.at, weights=args.weights
+        rows, tools, settings, progress=not args.quiet, at=args.at, weights=weights
     )
     scores = score([row.needs_tool for row in rows], predicted)
     took = time.perf_counter() - started
     print(
         f"{len(rows)} requests, {len(tools)} tools, threshold {threshold:.2f} "
-        f"({args.weights or 'shipped'}, {args.at}), catalog cutoff {cutoff:.2f}, "
+        f"({args.weights}, {args.at}), catalog cutoff {cutoff:.2f}, "
         f"{took:.1f} s",
         file=out,
     )
@@ -91,17 +95,18 @@ def decide(
     settings: Settings,
     progress: bool,
     at: ThresholdChoice = "balanced",
-    weights: Path | None = None,
+    weights: GateWeightsName | Path = "shipped",
 ) -> tuple[list[bool], float, float]:
     """The gate's decision for every row, against ``tools``, the threshold it decided at
-    (``at``: one of the gate file's own, never fitted here; ``weights``: that file, None
-    for the shipped one) and the catalog's cutoff (retriever/gate/cutoff.py; 0: none)."""
+    (``at``: one of the gate file's own, never fitted here; ``weights``: the gate, as
+    ``retriever.gate_weights`` names it) and the catalog's cutoff
+    (retriever/gate/cutoff.py; 0: none)."""
     from retriever.embedder import load_encoder
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
-    from retriever.gate.model import WEIGHTS, load_gate
+    from retriever.gate.model import load_gate, weights_path
 
-    gate = load_gate(weights or WEIGHTS, at=at)
+    gate = load_gate(weights_path(weights), at=at)
     encoder = load_encoder(gate.encoder_config(settings.retriever))
     documents = [gate_document(function_fields(tool, tool["name"])) for tool in tools]
     catalog = CatalogGate(gate, encoder, documents)
@@ -116,6 +121,15 @@ def decide(
     if progress:
         print(file=sys.stderr)
     return decisions, gate.threshold, catalog.cutoff if gate.cuts else 0.0
+
+
+def read_weights(value: str, flag: str) -> GateWeightsName | Path:
+    """``flag``'s gate, named as ``retriever.gate_weights`` names one (a name, or a gate
+    file's path); :class:`BadInput` saying what it takes otherwise."""
+    try:
+        return gate_weights_choice(value)
+    except ValueError as exc:
+        raise BadInput(f"{flag} {value}: {exc}") from None
 
 
 def score(gold: list[bool], predicted: list[bool]) -> dict[str, float]:

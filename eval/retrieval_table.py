@@ -36,12 +36,13 @@ from typing import Any
 import numpy as np
 
 from eval.data_folder import dataset, unseen_sets
+from eval.gate import BadInput, read_weights
 from eval.retrieval import _encode_queries
 from eval.retrieval_folds import fold_matrix
 from eval.retrieval_rerank import Set, metrics, unseen_set
 from retriever.adapter import AdaptedEncoder, Adapter
 from retriever.bulk import embed_documents
-from retriever.config import RetrieverConfig
+from retriever.config import GateWeightsName, RetrieverConfig
 from retriever.documents import corpus_fields, make_document
 from retriever.embedder import Encoder, bundled_model_path, load_encoder
 from retriever.expansion import questions
@@ -265,18 +266,18 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def unseen_gate(
-    sets: Sequence[Set], size: int = 200, weights: Path | None = None
+    sets: Sequence[Set], size: int = 200, weights: GateWeightsName | Path = "shipped"
 ) -> dict[str, dict[str, float]]:
     """The shipped gate (balanced threshold) on each unseen set, as its left-out rows are
     made for the retrieval sets (``retriever.gate.retrieval_rows``): every query against a
     catalog of its gold tools filled with the set's others up to ``size`` ("needs a
     tool"), and again against the next set's catalog ("needs none"). ``weights``: another
-    gate file than the shipped one."""
+    gate, as ``retriever.gate_weights`` names it."""
     from retriever.gate.catalog import CatalogGate
     from retriever.gate.features import gate_document
-    from retriever.gate.model import WEIGHTS, load_gate
+    from retriever.gate.model import load_gate, weights_path
 
-    gate = load_gate(weights or WEIGHTS)
+    gate = load_gate(weights_path(weights))
     encoder = load_encoder(gate.encoder_config(RetrieverConfig()))
     catalogs = []
     for data in sets:
@@ -362,7 +363,7 @@ def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-dir", type=Path, default=dataset("train"))
     parser.add_argument(
@@ -383,9 +384,16 @@ def main() -> None:
         "--gate-unseen", action="store_true", help="the gate on the unseen sets alone, then stop"
     )
     parser.add_argument(
-        "--gate-weights", type=Path, help="with --gate-unseen: a gate file other than the shipped"
+        "--gate-weights",
+        default="shipped",
+        help="with --gate-unseen: the gate, as retriever.gate_weights names it: shipped, "
+        "coverage, or the path of a gate file",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        gate_weights = read_weights(args.gate_weights, "--gate-weights")
+    except BadInput as exc:
+        raise SystemExit(f"eval.retrieval_table: {exc}") from None
     report: dict[str, Any] = json.loads(args.json.read_text()) if args.json.is_file() else {}
     if args.plot:
         plot(report, args.plot)
@@ -395,7 +403,7 @@ def main() -> None:
         return
     if args.gate_unseen:
         unseen = [unseen_set(f, args.distractors, args.queries) for f in args.unseen]
-        for name, found in unseen_gate(unseen, weights=args.gate_weights).items():
+        for name, found in unseen_gate(unseen, weights=gate_weights).items():
             print(name, found, flush=True)
             report.setdefault(f"unseen:{name}", {})["gate"] = {
                 **found,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -284,17 +284,23 @@ class RetrieverConfig(BaseModel):
 
     @field_validator("gate_weights", mode="before")
     @classmethod
-    def _names_a_gate(cls, value: object) -> object:
-        """A name, or a file: a misspelt name is no path to try at the first request."""
-        if value in get_args(GateWeightsName):
-            return value
-        if isinstance(value, str | Path) and Path(value).is_file():
-            return value
-        raise ValueError(
-            "must be `shipped`, `coverage` or the path of a gate weights file "
-            "(python -m retriever.gate --out FILE)"
-        )
+    def _names_a_gate(cls, value: object) -> GateWeightsName | Path:
+        return gate_weights_choice(value)
 
     def onnx_folder(self) -> Path:
         """``onnx_dir``, or :data:`DEFAULT_ONNX_DIR` when unset."""
         return self.onnx_dir or DEFAULT_ONNX_DIR
+
+
+def gate_weights_choice(value: object) -> GateWeightsName | Path:
+    """``value`` read as ``gate_weights`` reads it: a name, or a file (the eval CLIs'
+    ``--weights`` too); :class:`ValueError` otherwise, since a misspelt name is no path
+    to try at the first request."""
+    if value in get_args(GateWeightsName):
+        return cast(GateWeightsName, value)
+    if isinstance(value, str | Path) and Path(value).is_file():
+        return Path(value)
+    raise ValueError(
+        "must be `shipped`, `coverage` or the path of a gate weights file "
+        "(python -m retriever.gate --out FILE)"
+    )

@@ -179,13 +179,17 @@ def load_gate(path: Path = WEIGHTS, *, at: ThresholdChoice = "balanced") -> Gate
     return Gate(spec, thresholds[at], cutoff=at != "confident")
 
 
+def weights_path(choice: GateWeightsName | Path) -> Path:
+    """The file a ``gate_weights`` value names: a name's file of :data:`NAMED_WEIGHTS`, or
+    the path itself."""
+    return choice if isinstance(choice, Path) else NAMED_WEIGHTS[choice]
+
+
 def configured_gate(config: RetrieverConfig, *, at: ThresholdChoice = "balanced") -> Gate:
     """The gate ``config.gate_weights`` names (:func:`load_gate`); :class:`ModelNotFound`
     naming the setting if its file is unreadable."""
-    choice = config.gate_weights
-    path = choice if isinstance(choice, Path) else NAMED_WEIGHTS[choice]
     try:
-        return load_gate(path, at=at)
+        return load_gate(weights_path(config.gate_weights), at=at)
     except ModelNotFound as exc:
         raise ModelNotFound(f"retriever.gate_weights: {exc}") from None
 

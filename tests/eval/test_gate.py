@@ -1,5 +1,5 @@
-"""``toolgraph eval gate``: the four scores of the shipped gate, and one readable line
-for input it cannot read."""
+"""``toolgraph eval gate``: the four scores of the shipped gate or of the one ``--weights``
+names, and one readable line for input it cannot read."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from eval.gate import score
 from proxy.cli import main
-from retriever.gate.model import load_gate
+from retriever.gate.model import COVERAGE_WEIGHTS, load_gate
 
 TOOLS = [
     {"name": "get_weather_forecast", "description": "Weather forecast for a city by day."},
@@ -60,6 +60,16 @@ def test_eval_gate_prints_and_writes_the_four_scores(
     assert f"threshold {load_gate().threshold:.2f} (shipped, balanced)" in printed
 
 
+def test_eval_gate_scores_the_gate_the_setting_s_name_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = "\n".join(json.dumps(row) for row in ROWS) + "\n"
+    assert main([*write(tmp_path, rows, json.dumps(TOOLS)), "--weights", "coverage"]) == 0
+    threshold = load_gate(COVERAGE_WEIGHTS).threshold
+    assert threshold != load_gate().threshold  # else the shipped gate would pass too
+    assert f"threshold {threshold:.2f} (coverage, balanced)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("rows", "tools", "says"),
     [
@@ -86,3 +96,13 @@ def test_eval_gate_names_a_missing_file(tmp_path: Path, capsys: pytest.CaptureFi
     args[args.index("--data") + 1] = str(tmp_path / "absent.jsonl")
     assert main(args) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_eval_gate_names_a_gate_it_does_not_know(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = write(tmp_path, '{"query": "hi", "needs_tool": true}\n', "[]")
+    assert main([*args, "--weights", "coverag"]) == 2
+    error = capsys.readouterr().err
+    assert "--weights coverag: must be `shipped`, `coverage` or the path" in error
+    assert error.count("\n") == 1

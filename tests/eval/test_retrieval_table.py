@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.retrieval_table import choose
+import pytest
+
+from eval.retrieval_table import choose, main
 
 
 def _row(**ndcg: float) -> dict[str, Any]:
@@ -57,3 +59,8 @@ def test_the_gate_s_scores_count_what_a_gate_that_always_says_tool_gets() -> Non
     assert gate_score(gold, [True] * 4) == {"accuracy": 0.5, "precision": 0.5, "recall": 1.0}
     assert _auc(gold, [0.9, 0.8, 0.7, 0.85]) == 0.75  # one "none" row above one "tool" row
     assert _auc(gold, [0.5] * 4) == 0.5
+
+
+def test_a_gate_it_does_not_know_stops_it_on_one_line() -> None:
+    with pytest.raises(SystemExit, match=r"^eval.retrieval_table: --gate-weights coverag: must "):
+        main(["--gate-unseen", "--gate-weights", "coverag"])
