@@ -29,7 +29,7 @@ import numpy as np
 from tqdm import tqdm
 
 from eval.data_folder import dataset
-from retriever.config import DEFAULT_ONNX_DIR
+from retriever.config import default_onnx_dir
 from retriever.embedder import bundled_model_path
 from retriever.encoder import Vectors
 from retriever.finetune.data import TRAIN_SETS, TrainingSet, read_set
@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--max-queries", type=int, default=300)
     parser.add_argument("--json", type=Path, default=Path("eval/results/query_precision.json"))
     args = parser.parse_args()
-    model, folder = bundled_model_path(), DEFAULT_ONNX_DIR
+    model, folder = bundled_model_path(), default_onnx_dir()
     graphs = {
         "fp32": OnnxEncoder(model, "mean", "fp32", folder),
         "int8": OnnxEncoder(model, "mean", "int8", folder),

@@ -15,13 +15,6 @@ FusionMethod = Literal["scores", "rrf"]
 #: The no-tool gate's weights files by name (``retriever.gate.model.NAMED_WEIGHTS``).
 GateWeightsName = Literal["shipped", "coverage"]
 
-#: Where ONNX exports go unless ``onnx_dir`` says: one cache per user and install, shared
-#: by every data folder (a file's name carries the weights' and onnxruntime's versions,
-#: so a kept file is never stale), made once by ``toolgraph prepare``.
-DEFAULT_ONNX_DIR = (
-    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "toolgraph" / "onnx"
-)
-
 
 class RetrieverConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -288,8 +281,17 @@ class RetrieverConfig(BaseModel):
         return gate_weights_choice(value)
 
     def onnx_folder(self) -> Path:
-        """``onnx_dir``, or :data:`DEFAULT_ONNX_DIR` when unset."""
-        return self.onnx_dir or DEFAULT_ONNX_DIR
+        """``onnx_dir``, or :func:`default_onnx_dir` when unset."""
+        return self.onnx_dir or default_onnx_dir()
+
+
+def default_onnx_dir() -> Path:
+    """Where ONNX exports go unless ``onnx_dir`` says: one cache per user and install, shared
+    by every data folder (a file's name carries the weights' and onnxruntime's versions, so a
+    kept file is never stale), made once by ``toolgraph prepare``. Read when asked, not at
+    import: ``$XDG_CACHE_HOME`` is the user's, not a toolgraph setting."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "toolgraph" / "onnx"
 
 
 def gate_weights_choice(value: object) -> GateWeightsName | Path:

@@ -185,7 +185,7 @@ def onnx_dir() -> Iterator[Path]:
     folder = ONNX_DIR
     folder.mkdir(parents=True, exist_ok=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(retriever.config, "DEFAULT_ONNX_DIR", folder)
+        patch.setattr(retriever.config, "default_onnx_dir", lambda: folder)
         yield folder
 
 

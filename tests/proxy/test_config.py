@@ -213,7 +213,7 @@ def test_onnx_exports_go_to_one_cache_for_every_data_folder_unless_placed(
     assert settings.retriever.onnx_dir is None
     other = load_settings(write(tmp_path, f"data_dir: {tmp_path / 'other'}\n"))
     assert settings.retriever.onnx_folder() == other.retriever.onnx_folder()
-    assert other.retriever.onnx_folder() == retriever.config.DEFAULT_ONNX_DIR
+    assert other.retriever.onnx_folder() == retriever.config.default_onnx_dir()
     placed = load_settings(
         write(tmp_path, f"data_dir: {tmp_path / 'data'}\nretriever:\n  onnx_dir: {tmp_path}\n")
     )
