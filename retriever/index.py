@@ -281,8 +281,7 @@ class ToolIndex:
         """``w * cosine / best cosine + (1 - w) * BM25 / best BM25`` over the two rankings'
         top :data:`FUSION_DEPTH`. Each candidate's cosine is exact (its best query row), BM25's
         own hits included, so a tool BM25 ranks first still counts its similarity; ties by
-        row. Chosen over RRF leave-one-dataset-out (retriever/README.md, "Issue 13 item 1, third
-        pass")."""
+        row. Chosen over RRF leave-one-dataset-out (retriever/README.md, "The default")."""
         words = self._lexical_scores(text, mask)
         found = [i for i in top_k(words, FUSION_DEPTH) if words[i] > 0]
         rows = np.unique(np.asarray([i for i, _ in dense] + found, dtype=np.intp))

@@ -29,7 +29,7 @@ different from the same text alone. So a text's vector depends on the text alone
 on its neighbours, the pass size or the load. The two graphs are near enough to share
 fp32's name and cache: int8 queries against fp32 documents scored NDCG@5 within 0.5 of
 fp32 queries on the training sets (``python -m eval.query_precision``,
-retriever/README.md, "Issue 15").
+eval/results/query_precision.json).
 """
 
 from __future__ import annotations

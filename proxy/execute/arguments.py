@@ -98,7 +98,7 @@ class ArgumentWriter:
 
         Schema checks cannot see what only the tool knows (an expression's syntax, the
         keys a simulation needs, a constant that must not be overridden); a 1.5B model
-        fixed such calls when told, and failed them all when not (issue 19's traces).
+        fixed such calls when told, and failed them all when not (in its end-to-end traces).
         """
         offered = _open(choices, fixed)
         messages = [

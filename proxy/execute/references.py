@@ -2,8 +2,8 @@
 
 A planner that emits steps with ids invites the model writing a later step's arguments
 to name an earlier result instead of copying it: ``{"expression": "s2 + s1"}``,
-``{"scalar": "s1"}``, ``"sqrt(s1.value)"`` (issue 19's traces: a 1.5B model did so in
-every run, told not to or not). LLMCompiler's planner writes ``$1`` on purpose and its
+``{"scalar": "s1"}``, ``"sqrt(s1.value)"`` (in the end-to-end traces a 1.5B model did so
+in every run, told not to or not). LLMCompiler's planner writes ``$1`` on purpose and its
 executor substitutes; here the writer is asked for values, and what it names anyway is
 substituted the same way, for the results that are one number and for the number
 fields of a record (``"s3.max_abs"``). Anything else (a list, a record named without a

@@ -122,9 +122,9 @@ class NodeRunner(Protocol):
 class PreparingRunner(NodeRunner, Protocol):
     """A runner that completes a node's arguments before its call (an LLM writing them):
     that step runs before the call's ``call_timeout`` window opens, so a slow model does
-    not time out a tool it has not called yet (issue 19: a 1.5B model's argument writer
-    took longer than the 30 s window on a busy machine). The request's deadline still
-    bounds it."""
+    not time out a tool it has not called yet (in the end-to-end traces a 1.5B model's
+    argument writer took longer than the 30 s window on a busy machine). The request's
+    deadline still bounds it."""
 
     async def prepare(
         self, node: PlanNode, arguments: dict[str, JsonValue], context: Mapping[str, JsonValue]

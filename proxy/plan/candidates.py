@@ -201,7 +201,7 @@ class CandidateFinder:
     def similarities(self, vector: Vectors) -> Mapping[str, float]:
         """Cosine similarity by tool id, each computed when first read: a list reads a
         few hundred rows at most, and the whole catalog's product cost 3.7 ms idle over
-        47k tools, once per sub-task and twice for a dependent one (issue 15). With
+        47k tools, once per sub-task and twice for a dependent one. With
         several rows (:meth:`query`), a tool's best row's."""
         return _ScoreView(self._row, self.index, vector)
 

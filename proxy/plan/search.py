@@ -40,7 +40,7 @@ from retriever.embedder import Vectors
 
 PickMode = Literal["llm", "confident", "first"]
 #: Tokens of one pick: a one-sentence reason and a number fit in 40; unbounded, a 1.5B
-#: model wrote a 184-token reason (351 s on a busy machine, issue 19's traces).
+#: model wrote a 184-token reason (351 s on a busy machine, in an end-to-end trace).
 PICK_TOKENS = 64
 _CHOICE = re.compile(r'"choice"\s*:\s*(\d+)')
 _REASON = re.compile(r'"reason"\s*:\s*"((?:[^"\\]|\\.)*)')
@@ -178,7 +178,7 @@ class DepthFirstSearch:
         is also the most similar to the sub-task, by ``margin``: the two rankings agree.
         A list of one has no second ranking to agree with, so the model is asked: a
         category filter that left only ``run_simulation`` for a "physics" step made it
-        confident at similarity 0.06 (issue 19's traces).
+        confident at similarity 0.06 (in the end-to-end traces of a 1.5B model).
 
         There is no floor on the similarity: a whole question is far from any tool's
         text, and the right confident picks of the e2e suite's one-tool questions (its
@@ -286,7 +286,7 @@ def named_pick(
 ) -> tuple[Candidate, str]:
     """The tool the reason names when it names exactly one listed tool and the number
     points at another: a small model's number drifts from the tool it reasons about
-    (5 of 10 wrong picks in issue 19's traces), its reason much less."""
+    (5 of 10 wrong picks in the end-to-end traces of a 1.5B model), its reason much less."""
     named = tools_named(reason, candidates)
     if len(named) == 1 and named[0].tool != numbered.tool:
         return named[0], f"{reason} (the reason names {named[0].tool}; the number {numbered.tool})"

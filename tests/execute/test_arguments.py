@@ -305,7 +305,7 @@ INTEGRAL = PlanNode(
 async def test_an_earlier_result_named_by_its_step_is_substituted(
     upstream: FakeUpstream, builtin_runner: CatalogRunner
 ) -> None:
-    # what a 1.5B model wrote for "sum the results of s2 and s1" (issue 19's traces)
+    # what a 1.5B model wrote for "sum the results of s2 and s1" in an end-to-end trace
     upstream.enqueue(answer({"expression": "s2 + s1.value"}))
     plan = ToolPlan(
         nodes=(

@@ -145,7 +145,7 @@ def test_runners_up_lend_their_neighbours_at_a_share_of_the_bonus(
 def test_a_candidate_list_scores_its_own_rows_not_the_whole_catalog(
     dataset: Dataset, index: ToolIndex, encoder: Encoder, mode: str
 ) -> None:
-    """Over 47k tools the full product was 3.7 ms idle per planned sub-task (issue 15)."""
+    """Over 47k tools the full product was 3.7 ms idle per planned sub-task."""
     text = "send my wife a text message"
     vector = encoder.encode([text])[0]
     finder = CandidateFinder(dataset.store, index, mode=mode)  # type: ignore[arg-type]

@@ -84,7 +84,7 @@ def calculate_derivative(arguments: Mapping[str, JsonValue]) -> JsonValue:
     if at is None:
         return formula
     # The value asked for comes first: a 1.5B model answering from this result stated the
-    # first field, the formula, and dropped the value (issue 29's traces).
+    # first field, the formula, and dropped the value (in its end-to-end traces).
     point = derivative.subs(x, _bound(at, variables))
     return {"value": to_json_number(point) if not point.free_symbols else str(point), **formula}
 

@@ -23,7 +23,7 @@ GROUP = "course_assistant"
 _VARIABLES: JsonValue = {
     "type": "object",
     # No example value here: a 1.5B argument writer copied an example's {"f": 1e9} over
-    # the user's own numbers (issue 19).
+    # the user's own numbers in the end-to-end traces.
     "description": "Numbers for the names in the expression that are not constants, "
     "by name, in SI units (a prefix converted: 2 mH is 0.002, 50 nF is 5e-8; a string "
     'such as "2 mH" is converted too); left out when the expression holds only numbers '
