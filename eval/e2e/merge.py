@@ -3,7 +3,9 @@
     python -m eval.e2e.merge [--rescore] LABEL eval/results/e2e_A.json eval/results/e2e_B.json …
 
 A measurement too long for one sitting runs as parts (``--arms``/``--sizes``/``--tasks``
-of ``python -m eval.e2e``); this concatenates their rows in the order given, prints
+of ``python -m eval.e2e``); this concatenates their rows in the order given (a part
+written ``PATH:ARM[,ARM…]`` gives only those arms' rows, for a file that also holds an
+arm another part measured again), prints
 the table with each part's command, code version and load averages, and draws
 ``eval/results/e2e_<LABEL>.png``. ``--rescore`` judges every row's stored answer again
 with today's checker (:func:`eval.e2e.tasks.is_correct`), for parts run before the
@@ -17,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from eval.e2e.arms import ARMS
 from eval.e2e.packs import PACK_TASKS
 from eval.e2e.report import markdown, plot, summarise
 from eval.e2e.tasks import TASKS, is_correct
@@ -30,17 +33,19 @@ def main(argv: list[str] | None = None) -> int:
     args = [arg for arg in args if arg != "--rescore"]
     if len(args) < 2:
         raise SystemExit(__doc__)
-    label, paths = args[0], [Path(p) for p in args[1:]]
+    label, parts = args[0], [read_part(spec) for spec in args[1:]]
     rows: list[dict[str, Any]] = []
     codes, model = [], ""
-    for path in paths:
+    for path, arms in parts:
         report = json.loads(path.read_text())
-        rows += report["rows"]
+        taken = [row for row in report["rows"] if arms is None or row["arm"] in arms]
+        rows += taken
         codes.append(str(report.get("code")))
         model = str(report.get("model", model))
+        which = "" if arms is None else " of " + ", ".join(sorted(arms))
         print(
             f"{path.name}: {report['command']} (code {report.get('code')}, "
-            f"{len(report['rows'])} rows, started {report.get('started')}, load before "
+            f"{len(taken)} rows{which}, started {report.get('started')}, load before "
             f"{report.get('load_before')}, after {report.get('load_after', 'cut: not recorded')})"
         )
     if rescore:
@@ -49,6 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(summary))
     plot(summary, RESULTS / f"e2e_{label}.png", f"{model}, code {', '.join(dict.fromkeys(codes))}")
     return 0
+
+
+def read_part(spec: str) -> tuple[Path, frozenset[str] | None]:
+    """``PATH`` or ``PATH:ARM[,ARM…]``: a part's file and the arms taken from it (None:
+    every arm); a suffix that names no arm is part of the path."""
+    path, _, suffix = spec.rpartition(":")
+    arms = frozenset(suffix.split(","))
+    if path and arms <= set(ARMS):
+        return Path(path), arms
+    return Path(spec), None
 
 
 def _rescore(rows: list[dict[str, Any]]) -> int:

@@ -130,6 +130,24 @@ def test_merge_tables_the_rows_of_every_part(
     assert (tmp_path / "e2e_both.png").stat().st_size > 0
 
 
+def test_merge_takes_only_the_arms_a_part_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {"task": "t", "kind": "single", "seconds": 2.0, "completion_tokens": 10}
+    row |= {"tool_calls": [], "error": "", "prompt_tokens": 100}
+    path = tmp_path / "e2e_old.json"
+    rows = [row | {"arm": "no_tools", "catalog": 0, "correct": True}]
+    rows += [row | {"arm": "orchestrate", "catalog": 100, "correct": False}]
+    path.write_text(json.dumps({"command": "c", "code": "abc", "model": "m", "rows": rows}))
+    monkeypatch.setattr(merge, "RESULTS", tmp_path)
+    assert merge.main(["kept", f"{path}:no_tools"]) == 0
+    printed = capsys.readouterr().out
+    assert "| (c) no tools | - | 1/1 |" in printed
+    assert "orchestrate |" not in printed
+    assert "1 rows of no_tools" in printed
+    assert merge.read_part(f"{tmp_path}/a:b.json") == (tmp_path / "a:b.json", None)
+
+
 def test_merge_rescore_judges_the_stored_answers_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
