@@ -295,14 +295,27 @@ def named_pick(
 
 def tools_named(reason: str, candidates: Sequence[Candidate]) -> list[Candidate]:
     """The candidates ``reason`` names, in the order it names them; a name's underscores
-    may be written as spaces or hyphens, in any case ("Flight search" for flight_search)."""
+    may be written as spaces or hyphens, in any case ("Flight search" for flight_search).
+    A name followed by a negation ("the calculate_integral tool is not suitable", "X
+    cannot") is a tool the reason turns down, not one it names: a 1.5B model's reason
+    rejected the one tool it mentioned and the pick took that tool over its number."""
     found = []
     for candidate in candidates:
         words = (re.escape(part) for part in candidate.tool.split("_"))
-        at = re.search(rf"(?<!\w){'[ _-]?'.join(words)}(?!\w)", reason, re.IGNORECASE)
-        if at is not None:
-            found.append((at.start(), candidate))
+        name = rf"(?<!\w){'[ _-]?'.join(words)}(?!\w)"
+        mentions = list(re.finditer(name, reason, re.IGNORECASE))
+        kept = [at for at in mentions if not _REJECTED.match(reason, at.end())]
+        if kept:
+            found.append((kept[0].start(), candidate))
     return [candidate for _, candidate in sorted(found, key=lambda pair: pair[0])]
+
+
+#: What follows a tool's name in a reason that turns the tool down.
+_REJECTED = re.compile(
+    r"[`'\"]?(?:\s+(?:tool|function))?\s+(?:is|are|would be|does|do|will|can|could)?\s*"
+    r"(?:not\b|n't\b)|[`'\"]?(?:\s+(?:tool|function))?\s+(?:cannot|can't|isn't|won't)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)

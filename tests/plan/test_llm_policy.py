@@ -88,6 +88,24 @@ async def test_a_reason_naming_one_listed_tool_overrides_a_number_pointing_at_an
     assert "the reason names flight_search" in plan.decisions[0].reason
 
 
+@pytest.mark.parametrize(
+    "why",
+    [
+        "The flight_search tool is not suitable: the flight is known",
+        "flight_search cannot book anything",
+        "`flight_search` isn't needed here",
+    ],
+)
+async def test_a_reason_turning_a_listed_tool_down_keeps_the_number(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder,
+    why: str,
+) -> None:  # fmt: skip
+    upstream.enqueue(reply(STEPS), pick(2, why), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(REQUEST, model)
+    assert plan.choices["s1"] != "flight_search"  # candidate 1; the number said 2
+    assert plan.decisions[0].reason == why
+
+
 async def test_a_reason_naming_no_listed_tool_keeps_the_number(
     upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
 ) -> None:
