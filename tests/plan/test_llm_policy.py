@@ -116,40 +116,39 @@ async def test_a_reason_naming_no_listed_tool_keeps_the_number(
     assert first.choices == second.choices
 
 
-async def test_sub_tasks_that_dropped_the_requests_numbers_are_given_the_request(
-    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
-) -> None:
-    request = "Find flight CA 933 from Beijing to Paris and text my wife at 555 0142."
-    dropped = {
+@pytest.mark.parametrize(
+    ("asked", "written", "given"),
+    [
+        pytest.param(
+            "Find flight CA 933 from Beijing to Paris and text my wife at 555 0142.",
+            ["find the flight to Paris", "text the flight to 555 0142"],
+            ["find the flight to Paris (from: {asked})", "text the flight to 555 0142"],
+            id="a-number-dropped",
+        ),
+        pytest.param(
+            "Find flight CA 933 from Beijing to Paris and text my wife about it.",
+            ["find flight CA 933 to Paris", "text my wife about the flight"],
+            ["find flight CA 933 to Paris", "text my wife about the flight"],
+            id="every-number-kept",
+        ),
+    ],
+)
+async def test_sub_tasks_are_given_the_request_only_when_they_dropped_its_numbers(
+    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder,
+    asked: str, written: list[str], given: list[str],
+) -> None:  # fmt: skip
+    """A sub-task carrying none of the request's numbers gets the request appended, but
+    only when the decomposition as a whole lost one of them."""
+    first, second = written
+    decomposition = {
         "subtasks": [
-            {"id": "s1", "text": "find the flight to Paris", "needs": []},
-            {"id": "s2", "text": "text the flight to 555 0142", "needs": ["s1"]},
+            {"id": "s1", "text": first, "needs": []},
+            {"id": "s2", "text": second, "needs": ["s1"]},
         ]
     }
-    upstream.enqueue(reply(dropped), pick(1), pick(1))
-    plan = await planner(finder, encoder).plan(request, model)
-    assert [task.text for task in plan.subtasks] == [
-        f"find the flight to Paris (from: {request})",
-        "text the flight to 555 0142",
-    ]
-
-
-async def test_sub_tasks_that_keep_every_number_are_left_as_written(
-    upstream: FakeUpstream, model: UpstreamModel, finder: CandidateFinder, encoder: Encoder
-) -> None:
-    request = "Find flight CA 933 from Beijing to Paris and text my wife about it."
-    kept = {
-        "subtasks": [
-            {"id": "s1", "text": "find flight CA 933 to Paris", "needs": []},
-            {"id": "s2", "text": "text my wife about the flight", "needs": ["s1"]},
-        ]
-    }
-    upstream.enqueue(reply(kept), pick(1), pick(1))
-    plan = await planner(finder, encoder).plan(request, model)
-    assert [task.text for task in plan.subtasks] == [
-        "find flight CA 933 to Paris",
-        "text my wife about the flight",
-    ]
+    upstream.enqueue(reply(decomposition), pick(1), pick(1))
+    plan = await planner(finder, encoder).plan(asked, model)
+    assert [task.text for task in plan.subtasks] == [text.format(asked=asked) for text in given]
 
 
 @pytest.mark.parametrize(
