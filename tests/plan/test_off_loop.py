@@ -28,7 +28,7 @@ from proxy.plan.planner import RequestPlanner
 from retriever.embedder import Encoder
 from retriever.index import ToolIndex
 from testing.fake_upstream import FakeUpstream
-from tests.plan.test_llm_policy import REQUEST, STEPS, pick, reply
+from tests.plan._llm_policy import REQUEST, STEPS, pick, reply
 
 #: The methods of the store interface, each watched.
 INTERFACE = sorted(name for name in vars(GraphStore) if not name.startswith("_"))
