@@ -44,7 +44,7 @@ from eval.gate import score
 from eval.gate_report import auc, broad_designs, designs_of
 from retriever.documents import function_fields
 from retriever.gate.broad import BROAD_NONE, BROAD_TOOL
-from retriever.gate.cutoff import cutoffs
+from retriever.gate.cutoff import MARGINS, cutoffs, raised
 from retriever.gate.data import SOURCES, GateRow
 from retriever.gate.features import gate_document
 from retriever.gate.model import Gate
@@ -54,8 +54,8 @@ from retriever.gate.train import (
     Array,
     Design,
     Options,
-    balanced_accuracy,
     choose_balanced_threshold,
+    choose_bank_cutoff,
     fit,
     judged_out_of_source,
     load_design,
@@ -76,6 +76,20 @@ FITS = {
 
 
 @dataclass(frozen=True)
+class Bar:
+    """What a rule chose: the threshold, and the cutoff at the bank's ``GRID[column]``
+    quantile (None: no cutoff) raised by ``margin`` in log-odds."""
+
+    threshold: float
+    column: int | None = None
+    margin: float = 0.0
+
+    def chosen(self) -> dict[str, Any]:
+        quantile = None if self.column is None else GRID[self.column]
+        return {"threshold": self.threshold, "quantile": quantile, "margin": self.margin}
+
+
+@dataclass(frozen=True)
 class Scored:
     """Rows a gate scored: labels, probabilities, each row's bank cutoffs (rows x GRID)."""
 
@@ -83,11 +97,11 @@ class Scored:
     probability: Array
     cuts: Array
 
-    def at(self, threshold: float, column: int | None) -> Array:
-        """Each row's bar: ``threshold``, raised to its cutoff at ``GRID[column]``."""
-        if column is None:
-            return np.full(len(self.labels), threshold)
-        result: Array = np.maximum(threshold, self.cuts[:, column])
+    def at(self, bar: Bar) -> Array:
+        """Each row's bar: the threshold, raised to its cutoff where the bar has one."""
+        if bar.column is None:
+            return np.full(len(self.labels), bar.threshold)
+        result: Array = np.maximum(bar.threshold, raised(self.cuts[:, bar.column], bar.margin))
         return result
 
 
@@ -105,7 +119,7 @@ PARTS = ("labels", "probability", "cuts")
 
 
 Flags = npt.NDArray[np.bool_]
-Rule = Callable[[Design, Scored], tuple[float, int | None]]
+Rule = Callable[[Design, Scored], Bar]
 
 
 def _broad(data: Design) -> Flags:
@@ -113,71 +127,83 @@ def _broad(data: Design) -> Flags:
     return result
 
 
-def shipped_rule(judged: Design, inner: Scored) -> tuple[float, int | None]:
-    """The balanced threshold on the real rows, no cutoff (what ships)."""
+def threshold_only(judged: Design, inner: Scored) -> Bar:
+    """The balanced threshold on the real rows, no cutoff (what shipped before the cutoff)."""
     real = ~judged.augmented
-    return choose_balanced_threshold(inner.probability[real], judged.subset(real)), None
+    return Bar(choose_balanced_threshold(inner.probability[real], judged.subset(real)))
 
 
-def _quantile(
-    judged: Design, inner: Scored, threshold: float, chosen_on: Flags, floor_on: Flags
-) -> int | None:
-    """The bank quantile with the best balanced accuracy over ``chosen_on``'s rows,
-    lowered until each of ``floor_on``'s groups keeps RECALL_FLOOR of its tool rows."""
-    rows = judged.subset(chosen_on)
-    columns = [None, *range(len(GRID))]
-
-    def balanced(column: int | None) -> float:
-        at = inner.at(threshold, column)[chosen_on]
-        return balanced_accuracy(inner.probability[chosen_on], rows, at)
-
-    best = max(range(len(columns)), key=lambda i: balanced(columns[i]))
-    needs = judged.labels & judged.has_catalog
-    while best:
-        at = inner.at(threshold, columns[best])
-        kept = [float(np.mean(inner.probability[g & needs] >= at[g & needs])) for g in floor_on]
-        if min(kept) >= RECALL_FLOOR:
-            break
-        best -= 1
-    column: int | None = columns[best]
-    return column
-
-
-def cutoff_everywhere(judged: Design, inner: Scored) -> tuple[float, int | None]:
-    """The balanced threshold, and the quantile chosen on the real and broad rows
-    (the coverage option's rule, ``train.choose_bank_quantile``)."""
-    threshold, _ = shipped_rule(judged, inner)
-    every = np.ones(len(judged), dtype=bool)
-    return threshold, _quantile(judged, inner, threshold, every, every[None, :])
+def _cutoff(
+    judged: Design,
+    inner: Scored,
+    rows: Flags,
+    margins: tuple[float, ...] = (0.0,),
+    floor: float = RECALL_FLOOR,
+) -> Bar:
+    """The shipped threshold, and the bank quantile (and margin, of ``margins``) that
+    ``train.choose_bank_cutoff`` chooses on ``rows``, keeping ``floor`` of their tool
+    requests."""
+    threshold = threshold_only(judged, inner).threshold
+    quantile, margin = choose_bank_cutoff(
+        inner.probability[rows],
+        inner.cuts[rows],
+        judged.subset(rows),
+        threshold,
+        quantiles=GRID,
+        margins=margins,
+        floor=floor,
+    )
+    return Bar(threshold, GRID.index(quantile) if quantile else None, margin)
 
 
-def cutoff_on_broad(judged: Design, inner: Scored) -> tuple[float, int | None]:
-    """The balanced threshold, and the quantile chosen on the broad rows alone (the
-    recall floor on their tool rows)."""
-    threshold, _ = shipped_rule(judged, inner)
-    broad = _broad(judged)
-    return threshold, _quantile(judged, inner, threshold, broad, broad[None, :])
+def cutoff_everywhere(judged: Design, inner: Scored) -> Bar:
+    """The quantile chosen on the real and broad rows (the coverage option's rule)."""
+    return _cutoff(judged, inner, np.ones(len(judged), dtype=bool))
 
 
-def cutoff_on_broad_both_floors(judged: Design, inner: Scored) -> tuple[float, int | None]:
-    """As :func:`cutoff_on_broad`, the recall floor held on the real rows too."""
-    threshold, _ = shipped_rule(judged, inner)
-    broad = _broad(judged)
-    floors = np.stack([broad, ~judged.augmented])
-    return threshold, _quantile(judged, inner, threshold, broad, floors)
+def cutoff_on_broad(judged: Design, inner: Scored) -> Bar:
+    """The quantile chosen on the broad rows alone (the recall floor on their tool rows)."""
+    return _cutoff(judged, inner, _broad(judged))
 
 
-def threshold_on_broad(judged: Design, inner: Scored) -> tuple[float, int | None]:
+def margin_on_broad(judged: Design, inner: Scored) -> Bar:
+    """As :func:`cutoff_on_broad`, the cutoff also raised by a margin (``MARGINS``)."""
+    return _cutoff(judged, inner, _broad(judged), MARGINS)
+
+
+def margin_on_broad_floor90(judged: Design, inner: Scored) -> Bar:
+    """As :func:`margin_on_broad`, keeping 90 % of the broad rows' tool requests."""
+    return _cutoff(judged, inner, _broad(judged), MARGINS, 0.9)
+
+
+def margin_on_broad_no_floor(judged: Design, inner: Scored) -> Bar:
+    """As :func:`margin_on_broad`, by balanced accuracy alone (no recall floor)."""
+    return _cutoff(judged, inner, _broad(judged), MARGINS, 0.0)
+
+
+def margin_everywhere_no_floor(judged: Design, inner: Scored) -> Bar:
+    """The quantile and margin with the best balanced accuracy over the real and the
+    broad rows together, no recall floor."""
+    return _cutoff(judged, inner, np.ones(len(judged), dtype=bool), MARGINS, 0.0)
+
+
+def threshold_on_broad(judged: Design, inner: Scored) -> Bar:
     """One threshold, by the balanced rule on the broad rows alone; no cutoff."""
     broad = _broad(judged)
-    return choose_balanced_threshold(inner.probability[broad], judged.subset(broad)), None
+    return Bar(choose_balanced_threshold(inner.probability[broad], judged.subset(broad)))
 
 
+#: The rule the shipped ``weights.json`` was chosen by (``python -m retriever.gate
+#: --no-coverage --no-broad --cutoff-rows broad --cutoff-margin --cutoff-floor 0.9``).
+SHIPPED = "margin_on_broad_floor90"
 RULES: dict[str, Rule] = {
-    "shipped": shipped_rule,
+    "threshold_only": threshold_only,
     "cutoff_everywhere": cutoff_everywhere,
     "cutoff_on_broad": cutoff_on_broad,
-    "cutoff_on_broad_both_floors": cutoff_on_broad_both_floors,
+    "margin_on_broad": margin_on_broad,
+    "margin_on_broad_no_floor": margin_on_broad_no_floor,
+    "margin_on_broad_floor90": margin_on_broad_floor90,
+    "margin_everywhere_no_floor": margin_everywhere_no_floor,
     "threshold_on_broad": threshold_on_broad,
 }
 
@@ -237,10 +263,10 @@ def _write_fold(path: Path, fold: Fold) -> None:
     np.savez_compressed(path, **arrays)
 
 
-def metrics(scored: Scored, threshold: float, column: int | None) -> dict[str, Any]:
+def metrics(scored: Scored, bar: Bar) -> dict[str, Any]:
     """Accuracy, precision and recall of "needs a tool" (None without tool rows), AUC."""
     labels = scored.labels
-    said = scored.probability >= scored.at(threshold, column)
+    said = scored.probability >= scored.at(bar)
     result: dict[str, Any] = {
         k: round(v, 4) for k, v in score(labels.tolist(), said.tolist()).items() if k != "f1"
     }
@@ -330,14 +356,12 @@ def evaluate(
         sources: dict[str, Any] = {}
         for left_out, fold in folds.items():
             judged = data.subset(~np.isin(data.sources, left_out)).judged()
-            threshold, column = rule(judged, fold.inner)
-            chosen = {"threshold": threshold, "quantile": None if column is None else GRID[column]}
+            bar = rule(judged, fold.inner)
             for test, scored in fold.tested.items():
-                sources[test] = {**metrics(scored, threshold, column), **chosen}
+                sources[test] = {**metrics(scored, bar), **bar.chosen()}
         judged = data.judged()
-        threshold, column = rule(judged, full.inner)
-        chosen = {"threshold": threshold, "quantile": None if column is None else GRID[column]}
-        unseen = {t: {**metrics(s, threshold, column), **chosen} for t, s in full.tested.items()}
+        bar = rule(judged, full.inner)
+        unseen = {t: {**metrics(s, bar), **bar.chosen()} for t, s in full.tested.items()}
         report[name] = {"left_out": sources, "every_source": unseen}
     return report
 

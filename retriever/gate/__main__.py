@@ -21,7 +21,7 @@ from retriever.gate.train import (
     RULES,
     SHIPPED_RULE,
     add_fit_arguments,
-    choose_cutoff_quantile,
+    choose_cutoff,
     fit,
     fit_options,
     judged_out_of_source,
@@ -55,17 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     gate = fit(data, options, encoder, sorted(set(data.sources.tolist())))
     real = ~judged.augmented
     thresholds = {name: rule(predicted[real], judged.subset(real)) for name, rule in RULES.items()}
-    quantile = 0.0
+    quantile, margin = 0.0, 0.0
     if options.cutoff:
-        quantile = choose_cutoff_quantile(
-            predicted, cuts, judged, thresholds[SHIPPED_RULE], options
-        )
-    progress(f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE}), cutoff {quantile}")
+        quantile, margin = choose_cutoff(predicted, cuts, judged, thresholds[SHIPPED_RULE], options)
+    progress(
+        f"thresholds by rule: {thresholds} (shipped: {SHIPPED_RULE}), "
+        f"cutoff at the bank's {quantile} quantile + {margin}"
+    )
     chosen = {
         "threshold": thresholds[SHIPPED_RULE],
         "confident_threshold": min(thresholds["confident"], thresholds[SHIPPED_RULE]),
         "opt_in_threshold": thresholds[SHIPPED_RULE],
         "bank_quantile": quantile or None,
+        "bank_margin": margin,
         "encoder_choice": args.encoder,
     }
     spec = gate.spec.model_copy(update=chosen)

@@ -6,9 +6,10 @@ a request that needs no tool finds close tools and scores far higher than in a n
 one. So when a catalog's gate is assembled, the bank's requests that need no tool
 (:mod:`~retriever.gate.background`) are scored by the gate against the catalog, and a
 request needs a tool only if it also scores at least the bank's ``bank_quantile``
-quantile there (``weights.json``; chosen out of source like the thresholds,
-:func:`choose_bank_quantile`). On a narrow catalog the bank scores near zero and the
-threshold decides alone; on a broad one the cutoff rises with the bank's scores.
+quantile there, raised by ``bank_margin`` in log-odds (``weights.json``; both chosen
+out of source like the thresholds, ``train.choose_bank_cutoff``). On a narrow catalog
+the bank scores near zero and the threshold decides alone; on a broad one the cutoff
+rises with the bank's scores.
 
 The cutoff applies where the gate decides at its own (balanced or opt-in) threshold;
 at the confident threshold, under the planner's triage, it does not: the band the
@@ -32,8 +33,10 @@ if TYPE_CHECKING:
 
 Array = npt.NDArray[np.float64]
 
-#: The quantiles :func:`choose_bank_quantile` tries (0: no cutoff).
+#: The quantiles ``train.choose_bank_cutoff`` tries (0: no cutoff).
 QUANTILES = (0.0, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
+#: The margins (log-odds over the bank's quantile) ``train.choose_bank_cutoff`` tries.
+MARGINS = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 #: Catalogs scored per product while cutoffs are computed for many (bounds the memory).
 CHUNK = 64
 
@@ -85,7 +88,20 @@ def cutoff_of(gate: Gate, scored: Array) -> float:
     """The cutoff the bank's scores against a catalog (``scored``) give (0 where the gate
     has no ``bank_quantile`` or there are none)."""
     quantile = gate.spec.bank_quantile
-    return float(np.quantile(scored, quantile)) if quantile and len(scored) else 0.0
+    if not quantile or not len(scored):
+        return 0.0
+    return float(raised(np.quantile(scored, quantile), gate.spec.bank_margin))
+
+
+def raised(level: Array | float, margin: float) -> Array:
+    """``level`` (a probability, or many) ``margin`` higher in log-odds: a bank's quantile
+    score made a cutoff. Levels of 0 stay 0 (no catalog, no cutoff)."""
+    level = np.asarray(level, dtype=np.float64)
+    if not margin:
+        return level
+    clipped = np.clip(level, 1e-6, 1 - 1e-6)
+    result: Array = np.where(level > 0, 1 / (1 + (1 - clipped) / clipped * np.exp(-margin)), 0.0)
+    return result
 
 
 def cutoffs(

@@ -75,6 +75,8 @@ class GateFile(BaseModel):
     #: threshold a request needs a tool only if it also scores this quantile of the bank's
     #: requests against the same catalog. None: no cutoff (the threshold alone).
     bank_quantile: float | None = Field(default=None, gt=0, lt=1)
+    #: How far over the bank's quantile score the cutoff sits, in log-odds (0: at it).
+    bank_margin: float = Field(default=0.0, ge=0)
     trained_on: list[str]
     seed: int
 

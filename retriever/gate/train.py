@@ -28,7 +28,7 @@ from retriever.embedder import Vectors, load_encoder
 from retriever.gate.augment import augmented
 from retriever.gate.background import BANK, COVERAGE, bank_texts
 from retriever.gate.broad import BROAD_NONE, BROAD_TOOL, broad_rows
-from retriever.gate.cutoff import QUANTILES, BankRows, cutoffs
+from retriever.gate.cutoff import MARGINS, QUANTILES, BankRows, cutoffs, raised
 from retriever.gate.data import SOURCES, GateRow, load_rows
 from retriever.gate.features import SCALARS, CatalogView, scalar_features
 from retriever.gate.model import EncoderChoice, Gate, GateFile, Layer, gate_encoder_config
@@ -78,7 +78,7 @@ class Design:
 
     def judged(self) -> Design:
         """The real rows and those against broad catalogs: what chooses the cutoff's
-        quantile (:func:`choose_bank_quantile`), the broad catalogs being where it acts."""
+        quantile (:func:`choose_bank_cutoff`), the broad catalogs being where it acts."""
         return self.subset(~self.augmented | np.isin(self.categories, (BROAD_TOOL, BROAD_NONE)))
 
 
@@ -103,10 +103,15 @@ class Options:
     broad_weight: float = 0.5
     #: Choose the catalog's cutoff (:mod:`~retriever.gate.cutoff`) beside the thresholds.
     cutoff: bool = True
-    #: The rows its quantile is chosen on (:func:`choose_cutoff_quantile`): ``judged``,
+    #: The rows its quantile is chosen on (:func:`choose_cutoff`): ``judged``,
     #: the real rows and those against broad catalogs (the coverage gate's); ``broad``,
     #: those against broad catalogs alone, where it acts (measured by eval.gate_rules).
     cutoff_rows: Literal["broad", "judged"] = "judged"
+    #: Also choose a margin (:data:`~retriever.gate.cutoff.MARGINS`) over the bank's
+    #: quantile score; off: the cutoff is the quantile's score itself.
+    cutoff_margin: bool = False
+    #: The share of the chosen-on rows' tool requests a cutoff must keep.
+    cutoff_floor: float = 0.95
 
     @property
     def scalars(self) -> list[str]:
@@ -133,6 +138,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cutoff-rows", choices=("broad", "judged"), default="judged",
                         help="the rows the cutoff's quantile is chosen on: those against "
                         "broad catalogs, or those and the real rows")  # fmt: skip
+    parser.add_argument("--cutoff-margin", action="store_true",
+                        help="also choose a margin over the bank's quantile score")  # fmt: skip
+    parser.add_argument("--cutoff-floor", type=float, default=Options.cutoff_floor,
+                        help="the share of tool requests a cutoff must keep")  # fmt: skip
 
 
 def fit_options(args: argparse.Namespace) -> Options:
@@ -147,6 +156,8 @@ def fit_options(args: argparse.Namespace) -> Options:
         broad=not args.no_broad,
         cutoff=not args.no_cutoff,
         cutoff_rows=args.cutoff_rows,
+        cutoff_margin=args.cutoff_margin,
+        cutoff_floor=args.cutoff_floor,
     )
 
 
@@ -303,7 +314,7 @@ def held_out_gate(
     """A gate that never saw ``held_out`` (nor the sources sharing its questions), and
     the thresholds of each rule (:data:`RULES`) chosen (nested, leaving each other source
     out in turn, scoring its real rows) without it; with ``options.cutoff`` its
-    ``bank_quantile`` chosen the same way (:func:`choose_bank_quantile`)."""
+    ``bank_quantile`` and ``bank_margin`` chosen the same way (:func:`choose_cutoff`)."""
     train_sources = [s for s in _present(data) if s not in OVERLAPS.get(held_out, (held_out,))]
     training = data.subset(np.isin(data.sources, train_sources))
     judged, inner, cuts = judged_out_of_source(training, options, encoder, say, f"  {held_out}: ")
@@ -311,8 +322,9 @@ def held_out_gate(
     thresholds = {name: rule(inner[real], judged.subset(real)) for name, rule in RULES.items()}
     gate = fit(training, options, encoder, train_sources)
     if options.cutoff and training.bank is not None:
-        quantile = choose_cutoff_quantile(inner, cuts, judged, thresholds[SHIPPED_RULE], options)
-        gate = Gate(gate.spec.model_copy(update={"bank_quantile": quantile or None}))
+        quantile, margin = choose_cutoff(inner, cuts, judged, thresholds[SHIPPED_RULE], options)
+        update = {"bank_quantile": quantile or None, "bank_margin": margin}
+        gate = Gate(gate.spec.model_copy(update=update))
     return gate, thresholds
 
 
@@ -322,7 +334,10 @@ def row_thresholds(gate: Gate, data: Design, threshold: float) -> Array:
     quantile = gate.spec.bank_quantile
     if not quantile or data.bank is None or data.catalogs is None:
         return np.full(len(data), threshold)
-    level = cutoffs(gate, data.bank, data.catalogs)[:, QUANTILES.index(quantile)]
+    level = raised(
+        cutoffs(gate, data.bank, data.catalogs)[:, QUANTILES.index(quantile)],
+        gate.spec.bank_margin,
+    )
     result: Array = np.maximum(threshold, level)
     return result
 
@@ -431,32 +446,60 @@ def judged_out_of_source(
     return judged, probability, cuts
 
 
-def choose_bank_quantile(
-    probability: Array, cuts: Array, data: Design, threshold: float, floor: float = RECALL_FLOOR
-) -> float:
-    """The cutoff's quantile, by the balanced rule: the best balanced accuracy over
-    ``data`` (real rows and those against broad catalogs) when a request must reach
-    both ``threshold`` and its catalog's cutoff (``cuts``, one column a quantile of
-    :data:`~retriever.gate.cutoff.QUANTILES`), lowered where needed until ``floor`` of
-    the requests needing a tool (pooled) stay on the tool side. 0: no cutoff."""
+def choose_bank_cutoff(
+    probability: Array,
+    cuts: Array,
+    data: Design,
+    threshold: float,
+    *,
+    quantiles: Sequence[float] = QUANTILES,
+    margins: Sequence[float] = (0.0,),
+    floor: float = RECALL_FLOOR,
+) -> tuple[float, float]:
+    """The cutoff's quantile and margin, by the balanced rule: of the cutoffs that keep
+    ``floor`` of ``data``'s requests needing a tool (pooled), the one with the best
+    balanced accuracy over ``data`` when a request must reach both ``threshold`` and its
+    catalog's cutoff (``cuts``: a column for each of ``quantiles``, 0 among them meaning
+    none; raised by a margin of ``margins``); ties go to the lower cutoff. (0, 0): none."""
     needs = data.labels & data.has_catalog
-    at = [np.maximum(threshold, cuts[:, i] if q else 0.0) for i, q in enumerate(QUANTILES)]
-    best = max(range(len(QUANTILES)), key=lambda i: balanced_accuracy(probability, data, at[i]))
-    while best and float(np.mean(probability[needs] >= at[best][needs])) < floor:
-        best -= 1
-    return QUANTILES[best]
+    choices = [(0.0, 0.0)] + [(q, m) for m in margins for q in quantiles if q]
+
+    def bar(choice: tuple[float, float]) -> Array:
+        quantile, margin = choice
+        if not quantile:
+            return np.full(len(probability), threshold)
+        level: Array = np.maximum(threshold, raised(cuts[:, quantiles.index(quantile)], margin))
+        return level
+
+    def kept(at: Array) -> bool:
+        return not needs.any() or float(np.mean(probability[needs] >= at[needs])) >= floor
+
+    bars = {choice: bar(choice) for choice in choices}
+    allowed = [c for c, at in bars.items() if not c[0] or kept(at)]
+    return max(
+        allowed,
+        key=lambda c: (balanced_accuracy(probability, data, bars[c]), -float(np.mean(bars[c]))),
+    )
 
 
-def choose_cutoff_quantile(
+def choose_cutoff(
     probability: Array, cuts: Array, data: Design, threshold: float, options: Options
-) -> float:
-    """:func:`choose_bank_quantile` on the rows ``options.cutoff_rows`` names: with
+) -> tuple[float, float]:
+    """:func:`choose_bank_cutoff` on the rows ``options.cutoff_rows`` names (with
     ``broad``, only those against broad catalogs, whose tool requests the floor then
-    keeps (a narrow catalog's bank scores low: the cutoff rarely binds there)."""
-    if options.cutoff_rows == "judged":
-        return choose_bank_quantile(probability, cuts, data, threshold)
-    broad = np.isin(data.categories, (BROAD_TOOL, BROAD_NONE))
-    return choose_bank_quantile(probability[broad], cuts[broad], data.subset(broad), threshold)
+    keeps: a narrow catalog's bank scores low, the cutoff rarely binds there), with the
+    margins and floor ``options`` asks for."""
+    rows = np.ones(len(data), dtype=bool)
+    if options.cutoff_rows == "broad":
+        rows = np.isin(data.categories, (BROAD_TOOL, BROAD_NONE))
+    return choose_bank_cutoff(
+        probability[rows],
+        cuts[rows],
+        data.subset(rows),
+        threshold,
+        margins=MARGINS if options.cutoff_margin else (0.0,),
+        floor=options.cutoff_floor,
+    )
 
 
 def _present(data: Design) -> list[str]:

@@ -15,6 +15,7 @@ from retriever.documents import function_fields, tool_fields
 from retriever.embedder import Encoder, bundled_model_path, load_encoder
 from retriever.errors import ModelNotFound
 from retriever.gate.catalog import CatalogGate
+from retriever.gate.cutoff import MARGINS, raised
 from retriever.gate.features import SCALARS, gate_document
 from retriever.gate.model import (
     COVERAGE_WEIGHTS,
@@ -31,6 +32,7 @@ from retriever.gate.train import (
     add_fit_arguments,
     balanced_accuracy,
     choose_balanced_threshold,
+    choose_bank_cutoff,
     choose_cost_threshold,
     choose_recall_threshold,
     choose_threshold,
@@ -224,6 +226,10 @@ def test_the_fit_flags_give_the_options() -> None:
         steps=7, seed=2, query_vector=False, augmented_weight=0.0,
         coverage=False, broad=False, cutoff=False,
     )  # fmt: skip
+    cutoff = ["--cutoff-rows", "broad", "--cutoff-margin", "--cutoff-floor", "0.9"]
+    assert fit_options(parser.parse_args(cutoff)) == Options(
+        cutoff_rows="broad", cutoff_margin=True, cutoff_floor=0.9
+    )
 
 
 def test_a_gate_without_the_query_vector_ignores_it() -> None:
@@ -309,6 +315,59 @@ def test_the_balanced_rule_weighs_both_classes_and_keeps_the_recall_floor() -> N
     assert choose_balanced_threshold(probability, data) == 0.51
     # A floor of 99 % of tool requests lowers it to keep the one scored 0.2.
     assert choose_balanced_threshold(probability, data, floor=0.99) == 0.2
+
+
+def test_a_margin_raises_a_level_in_log_odds_and_leaves_none_at_none() -> None:
+    levels = np.array([0.0, 0.5, 0.9])
+    assert np.array_equal(raised(levels, 0.0), levels)
+    up = raised(levels, 1.0)
+    assert up[0] == 0.0  # no catalog, no cutoff
+    assert up[1] == pytest.approx(1 / (1 + np.exp(-1.0)))
+    assert up[2] == pytest.approx(1 / (1 + np.exp(-(np.log(9) + 1.0))))
+
+
+def _bank_rows() -> tuple[np.ndarray, np.ndarray, Design]:
+    """Broad rows: 20 tool requests at 0.7-0.98, 20 "no tool" at 0.6; the bank's cutoff
+    is 0.5 at every quantile, so only a margin parts them, at the cost of the tool rows
+    under the raised cutoff."""
+    tools = np.linspace(0.7, 0.98, 20)
+    probability = np.concatenate([tools, np.full(20, 0.6)])
+    labels = np.array([True] * 20 + [False] * 20)
+    cuts = np.full((40, 3), 0.5)
+    return probability, cuts, _design(probability, labels, ["a"] * 20 + ["b"] * 20)
+
+
+def test_the_bank_cutoff_takes_the_margin_that_parts_the_rows() -> None:
+    probability, cuts, data = _bank_rows()
+    quantiles = (0.0, 0.5, 0.9)
+    assert choose_bank_cutoff(probability, cuts, data, 0.2, quantiles=quantiles) == (0.0, 0.0)
+    quantile, margin = choose_bank_cutoff(
+        probability, cuts, data, 0.2, quantiles=quantiles, margins=MARGINS
+    )
+    assert quantile == 0.5  # the lowest of equal cutoffs
+    assert margin == 0.5  # 0.62: over every "no tool" row, under every tool row
+
+
+def test_the_bank_cutoff_keeps_its_floor_of_tool_requests() -> None:
+    probability, cuts, data = _bank_rows()
+    quantiles = (0.0, 0.5, 0.9)
+    # Without a floor the best balanced accuracy is still the lowest parting margin;
+    # a floor of every tool request rules out margins that cut one: 0.5 cuts none.
+    for floor in (0.0, 1.0):
+        chosen = choose_bank_cutoff(
+            probability, cuts, data, 0.2, quantiles=quantiles, margins=MARGINS, floor=floor
+        )
+        assert chosen == (0.5, 0.5)
+    # Raise every "no tool" row to 0.75: a margin that parts them cuts tool rows too.
+    probability[20:] = 0.75
+    loose, strict = (
+        choose_bank_cutoff(
+            probability, cuts, data, 0.2, quantiles=quantiles, margins=MARGINS, floor=floor
+        )
+        for floor in (0.0, 0.95)
+    )
+    assert loose[1] > 1.0  # 0.5 raised over 0.75 in log-odds: more than 1.1
+    assert strict == (0.0, 0.0)  # every cutoff over 0.75 loses 4 of the 20 tool requests
 
 
 #: A broad catalog: plugins of an assistant across many domains (about the kind the
@@ -427,3 +486,23 @@ def test_a_broad_catalog_keeps_what_its_tools_serve(broad: CatalogGate, text: st
     assert decision.needs_tool
     assert decision.threshold is not None
     assert decision.score >= decision.threshold + MARGIN
+
+
+def test_the_shipped_gate_raises_its_bar_on_a_broad_catalog_only(
+    encoder: Encoder, builtin: CatalogGate
+) -> None:
+    """The bank's requests score high against the broad catalog (its 0.8 quantile 0.42 on
+    the machine this was written on, against the threshold 0.24) and low against the five
+    built-in tools (0.10): the first decides at its cutoff, the second at the threshold."""
+    shipped = CatalogGate(load_gate(), encoder, broad_documents())
+    assert shipped.gate.cuts
+    assert shipped.cutoff >= shipped.gate.threshold + 0.1
+    assert builtin.cutoff <= builtin.gate.threshold - 0.1
+    for text in (*BROAD_NO_TOOL, *BROAD_TOOL):
+        decision = shipped.decide(text)
+        assert decision.threshold == shipped.cutoff
+        assert decision.needs_tool == (decision.score >= shipped.cutoff)
+    assert builtin.decide(BROAD_NO_TOOL[0]).threshold == builtin.gate.threshold
+    # Under the planner's triage the shipped gate refuses only under its confident
+    # threshold, whatever the catalog's bank.
+    assert not load_gate(at="confident").cuts
