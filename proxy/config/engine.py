@@ -219,7 +219,8 @@ class OrchestrateSettings(Section):
         description="Ask the learned no-tool gate first (retriever/gate): a request no catalog "
         "tool serves is answered by the upstream directly, without planning (the trace says "
         "`gate: no_tool` and its score). Its threshold is the balanced one (best balanced "
-        "accuracy on tool against no tool out of source, keeping 95 % of tool requests); with "
+        "accuracy on tool against no tool out of source, keeping 95 % of tool requests), "
+        "raised to the catalog's cutoff on a broad catalog; with "
         "`planner.triage` on it refuses only when confident (99 % of tool requests kept) and "
         "the triage call sorts the rest. Off: every request is planned.",
     )
