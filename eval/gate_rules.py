@@ -44,7 +44,7 @@ from eval.gate import score
 from eval.gate_report import auc, broad_designs, designs_of
 from retriever.documents import function_fields
 from retriever.gate.broad import BROAD_NONE, BROAD_TOOL
-from retriever.gate.cutoff import MARGINS, cutoffs, raised
+from retriever.gate.cutoff import MARGINS, bars, cutoffs
 from retriever.gate.data import SOURCES, GateRow
 from retriever.gate.features import gate_document
 from retriever.gate.model import Gate
@@ -101,8 +101,7 @@ class Scored:
         """Each row's bar: the threshold, raised to its cutoff where the bar has one."""
         if bar.column is None:
             return np.full(len(self.labels), bar.threshold)
-        result: Array = np.maximum(bar.threshold, raised(self.cuts[:, bar.column], bar.margin))
-        return result
+        return bars(bar.threshold, self.cuts[:, bar.column], bar.margin)
 
 
 @dataclass(frozen=True)

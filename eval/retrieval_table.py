@@ -342,6 +342,7 @@ def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
         "| chosen without it | gate accuracy (recall) | load |",
         "|---|---:|---:|---|---|---|---|---:|---|---|---:|",
     ]
+    gates = left_out_gate(gate)
     for name, row in report.items():
         if "bm25" not in row:
             continue
@@ -352,7 +353,7 @@ def markdown(report: dict[str, Any], gate: dict[str, Any]) -> str:
             cells[-1] += " *"
         chosen = report.get("chosen", {}).get(name)
         chosen_cell = f"{chosen['ndcg@5']:.1f} ({_setting(chosen['setting'])})" if chosen else "-"
-        held = left_out_gate(gate).get(set_name) or row.get("gate")
+        held = gates.get(set_name) or row.get("gate")
         gate_cell = f"{held['accuracy']:.3f} ({held['recall']:.3f})" if held else "-"
         ratio = row["first"]["ndcg@5"] / max(row["bm25"]["ndcg@5"], 1e-9)
         lines.append(

@@ -104,6 +104,13 @@ def raised(level: Array | float, margin: float) -> Array:
     return result
 
 
+def bars(threshold: float, levels: Array, margin: float) -> Array:
+    """Each row's bar: ``threshold``, or its catalog's cutoff where that is higher (the
+    bank's quantile scores ``levels`` raised by ``margin``)."""
+    result: Array = np.maximum(threshold, raised(levels, margin))
+    return result
+
+
 def cutoffs(
     gate: Gate,
     bank: BankRows,

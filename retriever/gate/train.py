@@ -28,7 +28,7 @@ from retriever.embedder import Vectors, load_encoder
 from retriever.gate.augment import augmented
 from retriever.gate.background import BANK, COVERAGE, bank_texts
 from retriever.gate.broad import BROAD_NONE, BROAD_TOOL, broad_rows
-from retriever.gate.cutoff import MARGINS, QUANTILES, BankRows, cutoffs, raised
+from retriever.gate.cutoff import MARGINS, QUANTILES, BankRows, bars, cutoffs
 from retriever.gate.data import SOURCES, GateRow, load_rows
 from retriever.gate.features import SCALARS, CatalogView, scalar_features
 from retriever.gate.model import EncoderChoice, Gate, GateFile, Layer, gate_encoder_config
@@ -82,6 +82,10 @@ class Design:
         return self.subset(~self.augmented | np.isin(self.categories, (BROAD_TOOL, BROAD_NONE)))
 
 
+#: Share of the requests needing a tool that the balanced threshold must still keep.
+RECALL_FLOOR = 0.95
+
+
 @dataclass(frozen=True)
 class Options:
     hidden: int = 0  # logistic regression: a 32-unit layer did no better out of source
@@ -111,7 +115,7 @@ class Options:
     #: quantile score; off: the cutoff is the quantile's score itself.
     cutoff_margin: bool = False
     #: The share of the chosen-on rows' tool requests a cutoff must keep.
-    cutoff_floor: float = 0.95
+    cutoff_floor: float = RECALL_FLOOR
 
     @property
     def scalars(self) -> list[str]:
@@ -334,12 +338,8 @@ def row_thresholds(gate: Gate, data: Design, threshold: float) -> Array:
     quantile = gate.spec.bank_quantile
     if not quantile or data.bank is None or data.catalogs is None:
         return np.full(len(data), threshold)
-    level = raised(
-        cutoffs(gate, data.bank, data.catalogs)[:, QUANTILES.index(quantile)],
-        gate.spec.bank_margin,
-    )
-    result: Array = np.maximum(threshold, level)
-    return result
+    levels = cutoffs(gate, data.bank, data.catalogs)[:, QUANTILES.index(quantile)]
+    return bars(threshold, levels, gate.spec.bank_margin)
 
 
 def held_out_scores(
@@ -356,8 +356,6 @@ def held_out_scores(
     return scores(gate, held.subset(held.sources == held_out)), thresholds
 
 
-#: Share of the requests needing a tool that the balanced threshold must still keep.
-RECALL_FLOOR = 0.95
 #: Share the confident threshold keeps: below it the gate refuses even with triage on.
 CONFIDENT_RECALL = 0.99
 
@@ -468,17 +466,15 @@ def choose_bank_cutoff(
         quantile, margin = choice
         if not quantile:
             return np.full(len(probability), threshold)
-        level: Array = np.maximum(threshold, raised(cuts[:, quantiles.index(quantile)], margin))
-        return level
+        return bars(threshold, cuts[:, quantiles.index(quantile)], margin)
 
     def kept(at: Array) -> bool:
         return not needs.any() or float(np.mean(probability[needs] >= at[needs])) >= floor
 
-    bars = {choice: bar(choice) for choice in choices}
-    allowed = [c for c, at in bars.items() if not c[0] or kept(at)]
+    at = {choice: bar(choice) for choice in choices}
+    allowed = [c for c in choices if not c[0] or kept(at[c])]
     return max(
-        allowed,
-        key=lambda c: (balanced_accuracy(probability, data, bars[c]), -float(np.mean(bars[c]))),
+        allowed, key=lambda c: (balanced_accuracy(probability, data, at[c]), -float(np.mean(at[c])))
     )
 
 
